@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Build the lab image (Debian trixie + systemd) from Debian packages, cached by tag.
+# The tag hashes the inputs, so an edit to the Dockerfile rebuilds and an
+# unchanged tree reuses the image. Lab-only: nothing here ships in the collection.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+mirror="${HYBRIDHPC_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+rootfs_tag="hybridhpc/debian-trixie-rootfs:v1"
+inputs_hash="$(cat "$here/image/Dockerfile" "$here/image/debian.sources" "$0" | sha256sum | cut -c1-12)"
+image="hybridhpc/slurm-lab:trixie-${inputs_hash}"
+
+if docker image inspect "$image" >/dev/null 2>&1; then
+  echo "$image"
+  exit 0
+fi
+
+if ! docker image inspect "$rootfs_tag" >/dev/null 2>&1; then
+  command -v debootstrap >/dev/null || { echo "lab: debootstrap missing (apt-get install debootstrap)" >&2; exit 1; }
+  work="$(mktemp -d /var/tmp/hybridhpc-rootfs.XXXXXX)"
+  trap 'rm -rf "$work"' EXIT
+  echo "lab: debootstrap trixie into $work (about a minute)" >&2
+  debootstrap --variant=minbase \
+    --include=systemd,systemd-sysv,dbus,python3,python3-apt,sudo,iproute2,procps,ca-certificates,gnupg \
+    trixie "$work/rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 \
+    || { tail -20 "$work/debootstrap.log" >&2; echo "lab: debootstrap failed" >&2; exit 1; }
+  chroot "$work/rootfs" apt-get clean
+  rm -rf "$work/rootfs/var/lib/apt/lists/"*
+  tar -C "$work/rootfs" -c . | docker import - "$rootfs_tag" >/dev/null
+fi
+
+echo "lab: building $image" >&2
+docker build -q --build-arg "BASE=$rootfs_tag" -t "$image" "$here/image" >/dev/null
+echo "$image"

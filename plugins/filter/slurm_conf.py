@@ -1,0 +1,94 @@
+# -*- coding: utf-8 -*-
+# Copyright: hybridhpc.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters over the one Slurm configuration model (module_utils/slurm_conf.py)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import cluster_model, slurm_conf
+from ansible_collections.hybridhpc.slurm.plugins.module_utils.hostlist import HostlistError, compress
+
+
+def _sorted_compress(names):
+    return compress(names, sort=True)
+
+
+def _wrap(func):
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except (slurm_conf.SlurmConfError, HostlistError) as exc:
+            raise AnsibleFilterError(str(exc)) from exc
+
+    wrapper.__name__ = func.__name__
+    wrapper.__doc__ = func.__doc__
+    return wrapper
+
+
+def slurm_conf_render(settings, nodes=None, partitions=None, nodesets=None):
+    """Full slurm.conf body from settings, node, partition and nodeset records."""
+    return slurm_conf.render_slurm_conf(settings, nodes, partitions, nodesets, compress=_sorted_compress)
+
+
+def slurm_conf_lines(settings, where="config"):
+    """``Key=value`` lines of one mapping (slurmdbd.conf, cgroup.conf)."""
+    return "\n".join(slurm_conf.render_settings(settings, where=where)) + "\n"
+
+
+def slurm_conf_records(records, name_key, where="records"):
+    """One line per record (gres.conf: name_key='Name' or 'NodeName')."""
+    lines = slurm_conf.render_records(records, name_key, where, compress=_sorted_compress)
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def slurm_conf_merge(defaults, overrides):
+    """Case-insensitive merge; a null override removes the default."""
+    return slurm_conf.merge(defaults, overrides)
+
+
+def slurm_conf_needs_restart(old_text, new_text):
+    """True when the change needs a daemon restart rather than a reconfigure."""
+    return slurm_conf.needs_restart(old_text, new_text)
+
+
+def slurm_nodes_from_hosts(hosts, hostvars, reserve_mb=0):
+    """Node records derived from each host's facts and ``slurm_node_params``."""
+    per_host = {}
+    for host in hosts:
+        hv = hostvars[host]
+        facts = hv.get("ansible_facts") or {}
+        if not facts.get("processor_vcpus") and not (hv.get("slurm_node_params") or {}).get("CPUs"):
+            raise AnsibleFilterError(
+                "slurm_nodes: no hardware facts for %s; run the play over every slurmd host "
+                "(not --limit) once, enable fact caching, or set slurm_nodes explicitly" % host
+            )
+        name = hv.get("slurm_node_name") or host
+        per_host[name] = slurm_conf.node_params_from_facts(
+            facts, reserve_mb=hv.get("slurm_node_memory_reserve_mb", reserve_mb), overrides=hv.get("slurm_node_params")
+        )
+    return slurm_conf.derive_nodes(per_host, _sorted_compress)
+
+
+def slurm_cluster_problems(model):
+    """Problems in a cluster model, each naming the variable and the fix."""
+    return cluster_model.cluster_problems(model)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            f.__name__: _wrap(f)
+            for f in (
+                slurm_conf_render,
+                slurm_conf_lines,
+                slurm_conf_records,
+                slurm_conf_merge,
+                slurm_conf_needs_restart,
+                slurm_nodes_from_hosts,
+                slurm_cluster_problems,
+            )
+        }

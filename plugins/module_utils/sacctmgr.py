@@ -1,0 +1,567 @@
+# Copyright: hybridhpc.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Run ``sacctmgr`` and read its answers, for the Slurm accounting modules.
+
+Three layers, each usable alone:
+
+* a runner (:class:`SacctmgrRunner`) that builds argv lists (never a shell
+  string), calls an injected ``run(argv) -> (rc, stdout, stderr)`` (the
+  module passes ``module.run_command``; tests pass a fake that replays
+  recorded output) and turns failures into :class:`SacctmgrError`;
+* a parser for ``--parsable2 --noheader`` output (:func:`parse_parsable`);
+* object helpers named after what they do (:func:`get_cluster`,
+  :func:`add_cluster`, :func:`modify_cluster`, :func:`delete_cluster`) and
+  pure planning functions (:func:`plan_features`, :func:`plan_cluster`) that
+  the modules use to stay idempotent and to report in check mode what they
+  would run.
+
+sacctmgr facts this relies on (sacctmgr(1), slurm.conf(5), Slurm sources):
+
+* ``--immediate`` commits without the 30 s confirmation prompt;
+  ``--parsable2`` separates fields with ``|`` and adds no trailing ``|``
+  (``--parsable`` does add one); ``--noheader`` drops the header line.
+* ``show cluster where name=NAME format=Cluster,ControlHost,ControlPort,RPC,
+  Features,Federation,FedState,Flags`` prints one record per cluster
+  (checked on the lab's sacctmgr 24.11.5:
+  ``lab|172.19.0.2|6817|10752|||NA|MultipleSlurmd``; no output, rc 0, for
+  an unknown name; the name matches case-insensitively).
+  Features are printed comma separated (empty when none), Federation is
+  empty and FedState is ``NA`` for a cluster in no federation, Flags is
+  ``None`` when no flag is set, ControlHost/ControlPort/RPC are empty/0/0
+  until a slurmctld registers the cluster.
+* ``add cluster name=NAME [features=a,b]``, ``modify cluster where name=NAME
+  set features=a,b fedstate=STATE``, ``delete cluster where name=NAME``.
+  ``features=`` with an empty value clears every feature (sacctmgr(1) of
+  24.11 says to set "a new value of '' (two single quotes)", which the
+  shell hands over as an empty value). Newer man pages also document
+  ``features+=``/``features-=``; they are not used here: the whole wanted
+  list is always written, which is idempotent and shows in check mode.
+* FedState values sacctmgr accepts: ACTIVE, INACTIVE, DRAIN, DRAIN+REMOVE;
+  it may show DRAINED / DRAINED+REMOVE once a draining cluster has no more
+  federated jobs, and NA for a cluster in no federation.
+* The accounting database keeps names in lower case; cluster names longer
+  than 40 characters break slurmdbd's per-cluster MySQL/MariaDB tables.
+* Failures: a non-zero exit status, and messages such as
+  `` Nothing new added.``, `` This cluster x already exists.  Not adding.``,
+  `` Problem adding clusters: ...``, ``Problem talking to the database``.
+"""
+
+from __future__ import absolute_import, division, print_function  # noqa: UP010
+
+__metaclass__ = type  # noqa: UP001
+
+import re
+from shlex import quote as _shell_quote
+
+SACCTMGR = "sacctmgr"
+READ_OPTIONS = ("--immediate", "--parsable2", "--noheader")
+WRITE_OPTIONS = ("--immediate",)
+
+CLUSTER_FIELDS = (
+    "Cluster",
+    "ControlHost",
+    "ControlPort",
+    "RPC",
+    "Features",
+    "Federation",
+    "FedState",
+    "Flags",
+)
+
+# States sacctmgr accepts for ``set fedstate=``.
+FEDSTATES = ("ACTIVE", "INACTIVE", "DRAIN", "DRAIN+REMOVE")
+# What ``show cluster format=FedState`` may print for each wanted state once
+# it holds: a draining cluster becomes DRAINED when its federated jobs end.
+FEDSTATE_REACHED = {
+    "ACTIVE": ("ACTIVE",),
+    "INACTIVE": ("INACTIVE",),
+    "DRAIN": ("DRAIN", "DRAINED"),
+    "DRAIN+REMOVE": ("DRAIN+REMOVE", "DRAINED+REMOVE"),
+}
+FEDSTATE_NONE = "NA"
+
+FEATURE_MODES = ("set", "add", "remove")
+
+CLUSTER_NAME_MAX_LENGTH = 40
+_CLUSTER_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+CLUSTER_NAME_RULE = (
+    f"Slurm cluster names (ClusterName in slurm.conf) must be 1 to {CLUSTER_NAME_MAX_LENGTH} "
+    "characters long (slurmdbd names MySQL/MariaDB tables after the cluster "
+    "and longer names exceed the table-name limit), use only letters, digits, "
+    "'_' and '-', and start with a letter or a digit; Slurm maps upper case "
+    "to lower case"
+)
+_FEATURE_FORBIDDEN_RE = re.compile(r"[\s,|=\"'`]")
+
+# Substrings of sacctmgr output that mean a command failed even when the
+# exit status does not say so, with the explanation given to the user.
+_FAILURE_MARKERS = (
+    ("already exists", "the object already exists"),
+    ("Nothing new added", "sacctmgr added nothing"),
+    ("Nothing modified", "sacctmgr modified nothing"),
+    ("Nothing deleted", "sacctmgr deleted nothing"),
+    ("Nothing to change", "sacctmgr changed nothing"),
+    ("Problem ", "sacctmgr reported a problem"),
+    ("Unknown option", "sacctmgr did not understand an option"),
+    ("Unknown condition", "sacctmgr did not understand a condition"),
+    ("Unknown field", "sacctmgr did not understand a format field"),
+    ("Invalid FedState", "sacctmgr rejected the fedstate"),
+)
+# Hints for well-known causes, checked on the whole output.
+_CAUSE_HINTS = (
+    (
+        ("Connection refused", "Problem talking to the database",
+         "Unable to connect to database", "failed to open persistent connection"),
+        (
+            "sacctmgr could not reach slurmdbd: check that slurmdbd runs, that "
+            "AccountingStorageHost/Port in slurm.conf (see SLURM_CONF) point to it "
+            "and that munge works on this host"
+        ),
+    ),
+    (
+        ("Access/permission denied", "Access denied", "privilege"),
+        (
+            "the user running sacctmgr is not a Slurm administrator (run it as "
+            "root or SlurmUser, or grant AdminLevel=Administrator)"
+        ),
+    ),
+    (
+        ("Munge", "munge", "Invalid authentication credential"),
+        (
+            "authentication with slurmdbd failed: check munged and that the munge "
+            "key matches the one of slurmdbd"
+        ),
+    ),
+    (
+        ("Job(s) active", "jobs running", "Jobs running"),
+        "jobs are still running on the cluster's associations",
+    ),
+)
+
+
+class SacctmgrError(Exception):
+    """A sacctmgr command failed, or its output could not be understood."""
+
+    def __init__(self, msg, argv=None, rc=None, stdout=None, stderr=None):
+        self.msg = msg
+        self.argv = list(argv) if argv is not None else None
+        self.rc = rc
+        self.stdout = stdout or ""
+        self.stderr = stderr or ""
+        super().__init__(self._describe())
+
+    def _describe(self):
+        parts = [self.msg]
+        if self.argv is not None:
+            parts.append(f"command: {format_argv(self.argv)}")
+        if self.rc is not None:
+            parts.append(f"rc: {self.rc}")
+        if self.stderr.strip():
+            parts.append(f"stderr: {self.stderr.strip()}")
+        if self.stdout.strip():
+            stdout = self.stdout.strip()
+            if len(stdout) > 2000:
+                stdout = stdout[:2000] + "..."
+            parts.append(f"stdout: {stdout}")
+        return "; ".join(parts)
+
+    def to_dict(self):
+        """Details for ``module.fail_json(msg=str(err), **err.to_dict())``."""
+        return {
+            "cmd": self.argv,
+            "rc": self.rc,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+        }
+
+
+def format_argv(argv):
+    """Render an argv list as a copy-pastable shell command (for messages)."""
+    return " ".join(_shell_quote(str(a)) for a in argv)
+
+
+def explain_failure(stdout, stderr, rc=0, write=True):
+    """Return why a sacctmgr run failed, or ``None`` when it did not.
+
+    ``write`` says whether ``stdout`` holds messages (add/modify/delete) or
+    data (show); data is never searched for failure markers.
+    """
+    stdout = stdout or ""
+    stderr = stderr or ""
+    messages = stderr + "\n" + stdout if write else stderr
+    reason = None
+    if rc not in (0, None):
+        reason = f"sacctmgr exited with status {rc}"
+    for marker, text in _FAILURE_MARKERS:
+        if marker in messages:
+            reason = text if reason is None else f"{reason} ({text})"
+            break
+    if reason is None:
+        return None
+    everything = stderr + "\n" + stdout
+    for markers, hint in _CAUSE_HINTS:
+        if any(m in everything for m in markers):
+            reason = f"{reason}: {hint}"
+            break
+    return reason
+
+
+def check_result(argv, rc, stdout, stderr, write=True):
+    """Raise :class:`SacctmgrError` when a run failed; return ``stdout``."""
+    reason = explain_failure(stdout, stderr, rc=rc, write=write)
+    if reason is not None:
+        raise SacctmgrError(reason, argv=argv, rc=rc, stdout=stdout, stderr=stderr)
+    return stdout or ""
+
+
+def sacctmgr_argument_spec():
+    """Options shared by the sacctmgr modules (doc fragment hybridhpc.slurm.sacctmgr)."""
+    return {
+        "sacctmgr_path": {"type": "path"},
+        "slurm_conf": {"type": "path"},
+    }
+
+
+class SacctmgrRunner:
+    """Build and run sacctmgr argv lists.
+
+    ``run(argv)`` must return ``(rc, stdout, stderr)``. When an environment
+    is configured it is called as ``run(argv, environ_update=environ)``,
+    the keyword of ``AnsibleModule.run_command``, so the module can pass
+    ``module.run_command`` itself.
+    """
+
+    def __init__(self, run, sacctmgr_path=None, environ=None):
+        self._run = run
+        self.sacctmgr_path = sacctmgr_path or SACCTMGR
+        self.environ = dict(environ or {})
+        self.executed = []
+
+    def read_argv(self, args):
+        """argv of a query: ``sacctmgr --immediate --parsable2 --noheader ARGS``."""
+        return [self.sacctmgr_path] + list(READ_OPTIONS) + [str(a) for a in args]
+
+    def write_argv(self, args):
+        """argv of a change: ``sacctmgr --immediate ARGS``."""
+        return [self.sacctmgr_path] + list(WRITE_OPTIONS) + [str(a) for a in args]
+
+    def _call(self, argv):
+        if self.environ:
+            result = self._run(list(argv), environ_update=dict(self.environ))
+        else:
+            result = self._run(list(argv))
+        rc, stdout, stderr = result
+        return rc, stdout or "", stderr or ""
+
+    def query(self, args, fields):
+        """Run ``show ARGS format=FIELDS`` and return the parsed records."""
+        argv = self.read_argv(list(args) + ["format=" + ",".join(fields)])
+        rc, stdout, stderr = self._call(argv)
+        check_result(argv, rc, stdout, stderr, write=False)
+        try:
+            return parse_parsable(stdout, fields)
+        except ValueError as err:
+            raise SacctmgrError(
+                f"could not parse sacctmgr output: {err}",
+                argv=argv, rc=rc, stdout=stdout, stderr=stderr,
+            )
+
+    def write(self, args):
+        """Run a change and return the argv that ran."""
+        argv = self.write_argv(args)
+        rc, stdout, stderr = self._call(argv)
+        check_result(argv, rc, stdout, stderr, write=True)
+        self.executed.append(argv)
+        return argv
+
+
+def runner_from_module(module):
+    """A runner for an AnsibleModule using the doc fragment's options."""
+    params = module.params
+    path = params.get("sacctmgr_path") or module.get_bin_path(SACCTMGR, required=True)
+    environ = {}
+    if params.get("slurm_conf"):
+        environ["SLURM_CONF"] = params["slurm_conf"]
+    return SacctmgrRunner(module.run_command, sacctmgr_path=path, environ=environ)
+
+
+# --------------------------------------------------------------------------
+# Parsing
+
+
+def parse_parsable(output, fields):
+    """Parse ``--parsable2 --noheader`` (or ``--parsable``) output.
+
+    Returns one dict per non-empty line, keyed by ``fields``. Values are kept
+    as printed (spaces included); a trailing ``|`` (``--parsable``) is
+    accepted. Raises ``ValueError`` when a line does not have one value per
+    field.
+    """
+    fields = list(fields)
+    if not fields:
+        raise ValueError("no fields given")
+    records = []
+    for lineno, line in enumerate((output or "").splitlines(), start=1):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            continue
+        values = line.split("|")
+        if len(values) == len(fields) + 1 and values[-1] == "":
+            values.pop()
+        if len(values) != len(fields):
+            raise ValueError(
+                "line {} has {} values for {} fields ({}): {!r}".format(
+                    lineno, len(values), len(fields), ",".join(fields), line
+                )
+            )
+        records.append(dict(zip(fields, values)))
+    return records
+
+
+def split_list(value, none_words=()):
+    """Split a comma separated sacctmgr value into a sorted, de-duplicated list."""
+    items = set()
+    for item in (value or "").split(","):
+        item = item.strip()
+        if item and item not in none_words:
+            items.add(item)
+    return sorted(items)
+
+
+def _to_int(value):
+    value = (value or "").strip()
+    return int(value) if value.isdigit() else None
+
+
+def cluster_from_record(record):
+    """Turn a ``show cluster`` record (keys of CLUSTER_FIELDS) into a dict."""
+    return {
+        "name": record["Cluster"],
+        "control_host": record["ControlHost"],
+        "control_port": _to_int(record["ControlPort"]),
+        "rpc": _to_int(record["RPC"]),
+        "features": split_list(record["Features"]),
+        "federation": record["Federation"],
+        "fed_state": record["FedState"] or FEDSTATE_NONE,
+        "flags": split_list(record["Flags"], none_words=("None",)),
+    }
+
+
+# --------------------------------------------------------------------------
+# Validation and planning (pure)
+
+
+def validate_cluster_name(name):
+    """Check a cluster name against what Slurm accepts; return it lower-cased.
+
+    Raises ``ValueError`` stating the rule.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError("a cluster name is required: " + CLUSTER_NAME_RULE)
+    normalized = name.lower()
+    if len(normalized) > CLUSTER_NAME_MAX_LENGTH or not _CLUSTER_NAME_RE.match(normalized):
+        raise ValueError(f"invalid cluster name {name!r}: {CLUSTER_NAME_RULE}")
+    return normalized
+
+
+def normalize_features(features):
+    """Validate feature names; return them lower-cased, sorted, de-duplicated.
+
+    sacctmgr lists are comma separated and ``+``/``-`` prefixes mean add or
+    remove, so names may not contain commas, blanks, ``|``, ``=`` or quotes
+    nor start with ``+``/``-``. The accounting database reports names in
+    lower case, so they are compared and written in lower case.
+    """
+    result = set()
+    for feature in features or ():
+        if not isinstance(feature, str) or not feature.strip():
+            raise ValueError(f"feature names must be non-empty strings, got {feature!r}")
+        item = feature.strip()
+        if _FEATURE_FORBIDDEN_RE.search(item) or item[0] in "+-":
+            raise ValueError(
+                f"invalid feature name {feature!r}: use letters, digits and punctuation "
+                "other than , | = quotes, no blanks, not starting with + or -"
+            )
+        result.add(item.lower())
+    return sorted(result)
+
+
+def plan_features(current, wanted, mode="set"):
+    """Return the sorted feature list a cluster should end up with.
+
+    ``set`` replaces the list with ``wanted``, ``add`` adds ``wanted`` to
+    ``current``, ``remove`` takes ``wanted`` out of ``current``.
+    """
+    if mode not in FEATURE_MODES:
+        raise ValueError(
+            "features mode must be one of {}, got {!r}".format(", ".join(FEATURE_MODES), mode)
+        )
+    now = {f.lower() for f in (current or ())}
+    want = set(normalize_features(wanted))
+    if mode == "set":
+        return sorted(want)
+    if mode == "add":
+        return sorted(now | want)
+    return sorted(now - want)
+
+
+def validate_fedstate(fedstate):
+    """Return the fedstate upper-cased, or raise ``ValueError``."""
+    value = str(fedstate).strip().upper()
+    if value not in FEDSTATES:
+        raise ValueError(
+            "fedstate must be one of {}, got {!r}".format(", ".join(FEDSTATES), fedstate)
+        )
+    return value
+
+
+def fedstate_reached(current, wanted):
+    """True when the shown FedState ``current`` satisfies the wanted state."""
+    return (current or "").upper() in FEDSTATE_REACHED[validate_fedstate(wanted)]
+
+
+def new_cluster_view(name, features=None):
+    """What ``show cluster`` reports for a cluster just added by sacctmgr."""
+    return {
+        "name": name,
+        "control_host": "",
+        "control_port": 0,
+        "rpc": 0,
+        "features": sorted(features or []),
+        "federation": "",
+        "fed_state": FEDSTATE_NONE,
+        "flags": [],
+    }
+
+
+def plan_cluster(current, name, state="present", features=None, features_mode="set",
+                 fedstate=None):
+    """Plan the sacctmgr changes that bring cluster ``name`` to a state.
+
+    ``current`` is what :func:`get_cluster` returned (``None`` when the
+    cluster does not exist); ``features=None`` and ``fedstate=None`` leave
+    those attributes alone. Returns ``{"changes": [args, ...], "after": view}``
+    where each ``args`` list goes to :meth:`SacctmgrRunner.write` and
+    ``after`` is the expected ``get_cluster`` view (``None`` when absent).
+    Raises ``ValueError`` for impossible requests.
+    """
+    name = validate_cluster_name(name)
+    if state not in ("present", "absent"):
+        raise ValueError(f"state must be present or absent, got {state!r}")
+    if fedstate is not None:
+        fedstate = validate_fedstate(fedstate)
+
+    if state == "absent":
+        if current is None:
+            return {"changes": [], "after": None}
+        return {"changes": [delete_cluster_args(name)], "after": None}
+
+    have_features = current["features"] if current is not None else []
+    new_features = None
+    if features is not None:
+        planned = plan_features(have_features, features, features_mode)
+        if planned != sorted(have_features):
+            new_features = planned
+
+    new_fedstate = None
+    if fedstate is not None:
+        federation = current["federation"] if current is not None else ""
+        if not federation:
+            if fedstate != "DRAIN+REMOVE":
+                raise ValueError(
+                    "fedstate needs the cluster to be in a federation: cluster {!r} "
+                    "{} in no federation, so Slurm has no federation state to set; "
+                    "add it to a federation first".format(
+                        name, "is" if current is not None else "would be"
+                    )
+                )
+            # A cluster in no federation is where DRAIN+REMOVE ends: nothing to do.
+        elif not fedstate_reached(current["fed_state"], fedstate):
+            new_fedstate = fedstate
+
+    if current is None:
+        after = new_cluster_view(name, new_features)
+        return {"changes": [add_cluster_args(name, features=new_features)], "after": after}
+
+    after = dict(current)
+    after["features"] = list(current["features"])
+    after["flags"] = list(current["flags"])
+    if new_features is None and new_fedstate is None:
+        return {"changes": [], "after": after}
+    if new_features is not None:
+        after["features"] = new_features
+    if new_fedstate is not None:
+        after["fed_state"] = new_fedstate
+    args = modify_cluster_args(name, features=new_features, fedstate=new_fedstate)
+    return {"changes": [args], "after": after}
+
+
+# --------------------------------------------------------------------------
+# Cluster commands
+
+
+def show_cluster_args(name):
+    """Arguments selecting one cluster for ``show`` (format= is added by query)."""
+    return ["show", "cluster", "where", "name=" + name]
+
+
+def _set_args(features=None, fedstate=None, federation=None):
+    args = []
+    if features is not None:
+        args.append("features=" + ",".join(features))
+    if federation is not None:
+        args.append("federation=" + federation)
+    if fedstate is not None:
+        args.append("fedstate=" + validate_fedstate(fedstate))
+    return args
+
+
+def add_cluster_args(name, features=None, fedstate=None, federation=None):
+    """``add cluster name=NAME [features=a,b] [federation=F] [fedstate=S]``."""
+    return ["add", "cluster", "name=" + name] + _set_args(
+        features=features or None, fedstate=fedstate, federation=federation
+    )
+
+
+def modify_cluster_args(name, features=None, fedstate=None, federation=None):
+    """``modify cluster where name=NAME set ...``; ``features=[]`` clears them."""
+    settings = _set_args(features=features, fedstate=fedstate, federation=federation)
+    if not settings:
+        raise ValueError(f"nothing to set on cluster {name!r}")
+    return ["modify", "cluster", "where", "name=" + name, "set"] + settings
+
+
+def delete_cluster_args(name):
+    """``delete cluster where name=NAME``."""
+    return ["delete", "cluster", "where", "name=" + name]
+
+
+def get_cluster(runner, name):
+    """Return the cluster as a dict, or ``None`` when the database has no such cluster.
+
+    Keys: name, control_host, control_port, rpc, features (sorted list),
+    federation, fed_state, flags (list).
+    """
+    records = runner.query(show_cluster_args(name), CLUSTER_FIELDS)
+    for record in records:
+        if record["Cluster"].lower() == name.lower():
+            return cluster_from_record(record)
+    return None
+
+
+def add_cluster(runner, name, features=None, fedstate=None, federation=None):
+    """Add a cluster to the accounting database; return the argv that ran."""
+    return runner.write(add_cluster_args(name, features=features, fedstate=fedstate,
+                                         federation=federation))
+
+
+def modify_cluster(runner, name, features=None, fedstate=None, federation=None):
+    """Set features (list; ``[]`` clears) and/or fedstate; return the argv that ran."""
+    return runner.write(modify_cluster_args(name, features=features, fedstate=fedstate,
+                                            federation=federation))
+
+
+def delete_cluster(runner, name):
+    """Delete a cluster from the accounting database; return the argv that ran."""
+    return runner.write(delete_cluster_args(name))

@@ -1,0 +1,143 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: hybridhpc.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: secret_file
+short_description: Write a binary secret (munge key, JWT key) given as base64
+description:
+  - Writes the decoded bytes of O(content_b64) to O(path) with the given owner,
+    group and mode, atomically, only when the bytes or the attributes differ.
+  - M(ansible.builtin.copy) with C(content) cannot carry arbitrary bytes (it goes
+    through text), and its diff would show the secret; this module never
+    returns or diffs the content, only its SHA-256.
+version_added: 0.1.0
+author:
+  - hybridhpc.slurm developers (@hybridhpc)
+options:
+  path:
+    description: File to write.
+    type: path
+    required: true
+  content_b64:
+    description: The secret, base64 encoded. Never logged.
+    type: str
+    required: true
+  owner:
+    description: Owner of the file.
+    type: str
+    required: true
+  group:
+    description: Group of the file.
+    type: str
+    required: true
+  mode:
+    description: Octal mode, as a string.
+    type: str
+    default: "0400"
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: partial
+    details: The diff shows the SHA-256, never the bytes.
+"""
+
+EXAMPLES = r"""
+- name: Install the cluster munge key
+  hybridhpc.slurm.secret_file:
+    path: /etc/munge/munge.key
+    content_b64: "{{ munge_key_b64 }}"
+    owner: munge
+    group: munge
+    mode: "0400"
+  no_log: true
+"""
+
+RETURN = r"""
+sha256:
+  description: SHA-256 of the secret (safe to show; proves two nodes hold the same key).
+  returned: always
+  type: str
+size:
+  description: Size of the secret in bytes.
+  returned: always
+  type: int
+"""
+
+import base64
+import binascii
+import hashlib
+import os
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def _file_sha256(path):
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()
+    except (IOError, OSError):
+        return None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            content_b64=dict(type="str", required=True, no_log=True),
+            owner=dict(type="str", required=True),
+            group=dict(type="str", required=True),
+            mode=dict(type="str", default="0400"),
+        ),
+        supports_check_mode=True,
+    )
+    path = module.params["path"]
+    try:
+        data = base64.b64decode(module.params["content_b64"], validate=True)
+    except (binascii.Error, ValueError):
+        module.fail_json(msg="content_b64: not valid base64 (path %s)" % path)
+    wanted = hashlib.sha256(data).hexdigest()
+    current = _file_sha256(path)
+    content_changed = current != wanted
+    result = dict(changed=False, path=path, sha256=wanted, size=len(data))
+
+    if content_changed and not module.check_mode:
+        directory = os.path.dirname(path) or "."
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".secret_file.")
+        try:
+            os.fchmod(fd, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            module.atomic_move(tmp, path)
+        except Exception as exc:  # noqa: BLE001 -- report any write failure without the secret
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            module.fail_json(msg="could not write %s: %s" % (path, exc))
+
+    file_args = module.load_file_common_arguments(
+        dict(path=path, owner=module.params["owner"], group=module.params["group"], mode=module.params["mode"])
+    )
+    if module.check_mode and content_changed and current is None:
+        attrs_changed = True
+    else:
+        attrs_changed = module.set_fs_attributes_if_different(file_args, False)
+    result["changed"] = content_changed or attrs_changed
+    if module._diff:
+        result["diff"] = dict(
+            before="sha256: %s\n" % (current or "(absent)"),
+            after="sha256: %s\n" % wanted,
+        )
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,19 @@
+"""Make the collection importable as ansible_collections.hybridhpc.slurm.
+
+The repository root is the collection root; a symlink under .collections/
+gives it the path Ansible's loader and `from ansible_collections...`
+imports expect, without copying the tree.
+"""
+
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+COLLECTIONS = ROOT / ".collections"
+LINK = COLLECTIONS / "ansible_collections" / "hybridhpc" / "slurm"
+
+if not LINK.exists():
+    LINK.parent.mkdir(parents=True, exist_ok=True)
+    LINK.symlink_to(ROOT, target_is_directory=True)
+if str(COLLECTIONS) not in sys.path:
+    sys.path.insert(0, str(COLLECTIONS))
