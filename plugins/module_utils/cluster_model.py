@@ -20,6 +20,7 @@ from ansible_collections.hybridhpc.slurm.plugins.module_utils.hostlist import (
     HostlistError,
     expand,
 )
+from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr import validate_cluster_name
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.slurm_conf import (
     SlurmConfError,
     render_records,
@@ -29,10 +30,6 @@ from ansible_collections.hybridhpc.slurm.plugins.module_utils.slurm_conf import 
 # munged refuses keys shorter than 32 bytes; mungekey(8) caps them at 1024.
 MUNGE_KEY_MIN_BYTES = 32
 MUNGE_KEY_MAX_BYTES = 1024
-
-# ClusterName: slurm.conf(5) lowercases it and slurmdbd stores it as a table
-# name prefix, so keep to what MariaDB and Slurm both accept.
-CLUSTER_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
 # slurmdbd.conf cuts a value at '#', and whitespace ends it.
 SLURMDBD_PASS_FORBIDDEN = re.compile(r"[#\s]")
@@ -56,14 +53,13 @@ def _expand_or_problem(text, var, problems):
 
 
 def check_cluster_name(name, var="slurm_cluster_name"):
-    if not isinstance(name, str) or not name:
-        return ["%s: set it to the cluster's name (lowercase letters, digits, '_')" % var]
-    if not CLUSTER_NAME_RE.match(name):
-        return [
-            "%s: %r is rejected by Slurm/slurmdbd; use 1-40 characters, lowercase "
-            "letters, digits and '_', starting with a letter (e.g. %r)"
-            % (var, name, re.sub(r"[^a-z0-9_]", "_", name.lower()).strip("_")[:40] or "cluster")
-        ]
+    try:
+        normalized = validate_cluster_name(name)
+    except ValueError as exc:
+        return ["%s: %s" % (var, exc)]
+    if normalized != name:
+        return ["%s: %r must be lowercase (Slurm lowercases ClusterName, so accounting would know it as %r); set %r"
+                % (var, name, normalized, normalized)]
     return []
 
 

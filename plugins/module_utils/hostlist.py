@@ -41,12 +41,15 @@ How Slurm writes one (``scontrol show hostlist``):
 number) and then splits overlaps and re-joins neighbours the way Slurm's
 ``hostlist_coalesce()``/``hostlist_collapse()`` do.  Duplicates are *kept*:
 ``n3,n2,n1,n1,n4`` gives ``n[1,1-4]`` and ``n[1-5],n[3-7]`` gives
-``n[1-3,3-4,4-5,5-7]``.  The quirks of that code are reproduced too: numbers
-of one prefix 2**31 or more apart compare wrongly (Slurm truncates the
-difference to an int) and a split can leave an "empty" range that Slurm then
-mishandles, e.g. ``n3000000000,n1`` sorts to ``n[3000000000]`` and
-``c[999-1015],c[999-1015],c[0002-26]`` loses c0002-c0026; this module
-prints the same.
+``n[1-3,3-4,4-5,5-7]``.  The quirks of that code are reproduced too (its
+compare truncates differences of numbers 2**31 or more apart to an int, and
+a range's padding is rewritten in place while splitting).  One path is not
+reproducible: when a split leaves Slurm with a range that starts above its
+end, Slurm deletes the wrong range and reads freed memory, so its output
+(which drops or duplicates hosts) depends on malloc's state; e.g.
+``n3000000000,n1`` sorts to ``n[3000000000]`` and
+``c[999-1015],c[999-1015],c[0002-26]`` loses c0002-c0026.  For such inputs
+``compress(..., sort=True)`` raises :class:`HostlistError`.
 
 Where Slurm silently accepts garbage we raise :class:`HostlistError` instead
 of copying its output:
@@ -90,6 +93,8 @@ _C_SPACE = " \t\n\v\f\r"
 # Anything that needs the full parser rather than the plain host name path.
 _SPECIAL = re.compile(r"[\[\]\t, \n\x00-\x1f\x7f]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# A trailing number of 20+ digits, which may not fit (names joined by '/').
+_LONG_NUMBER = re.compile(r"[0-9]{20,}(?:/|$)")
 _SHOW_MAX = 120
 
 
@@ -360,7 +365,13 @@ def expand(hostlist):
             fmt = "%s%%0%dd" % (prefix.replace("%", "%%"), width)
             out.extend([fmt % num for num in range(lo, hi + 1)])
 
-    for text in _inputs(hostlist, "hostlist_expand"):
+    items = _inputs(hostlist, "hostlist_expand")
+    if len(items) > 1:
+        # Many plain names: check them in one go; each expands to itself.
+        joined = "/".join(items)
+        if not _SPECIAL.search(joined) and not _LONG_NUMBER.search(joined):
+            return [text for text in items if text]
+    for text in items:
         if not _SPECIAL.search(text):
             # A plain host name prints as itself unless its number overflows.
             if text and text[-1] in _DIGITS and len(text) - len(text.rstrip(_DIGITS)) > 19:
@@ -434,24 +445,10 @@ class _Builder(object):
         self.ranges.append(_Range(name, 0, 0, 0, True))
 
     def push_text(self, text):
-        if not _SPECIAL.search(text):
-            if text:
-                self.push_plain(text)
-            return
+        """Push one expression that needs the full parser (see _compress for plain names)."""
         _check_chars(text)
         for token in _tokens(text):
             _parse_token(text, token, self.push_range, self.push_name)
-
-    def push_plain(self, name):
-        stem = name.rstrip(_DIGITS)
-        if len(stem) == len(name):
-            self.ranges.append(_Range(name, 0, 0, 0, True))
-            return
-        digits = name[len(stem):]
-        num = int(digits)
-        if num > MAX_NUMBER:
-            _number(name, name, digits)
-        self.push_range(stem, num, num, len(digits))
 
 
 def _numstr(r):
@@ -518,13 +515,25 @@ def _natkey(text):
     return tuple(key)
 
 
+_POW10 = [10 ** i for i in range(64)]
+
+
 def _sort_key(r, natkey):
+    """Key giving hostrange_cmp()'s order while no number reaches 2**31.
+
+    Per prefix: names without a number first; then ranges by padding class
+    (padded width w, or the digit count d of an unpadded start), padded
+    before unpadded of the same size, then by start.
+    """
     if r.single:
         return (natkey, 0, 0, 0, 0)
-    digits = _ndigits(r.lo)
-    if r.width > digits:
-        return (natkey, 1, r.width, 0, r.lo)
-    return (natkey, 1, digits, 1, r.lo)
+    width, lo = r.width, r.lo
+    if width < 64:
+        if width > 1 and lo < _POW10[width - 1]:
+            return (natkey, 1, width, 0, lo)
+        if lo < _POW10[width]:
+            return (natkey, 1, width, 1, lo)
+    return (natkey, 1, _ndigits(lo), 1, lo)
 
 
 def _c_cmp(a, b, keys):
@@ -567,7 +576,8 @@ def _sort_ranges(ranges):
     for r in ranges:
         if r.prefix not in keys:
             keys[r.prefix] = _natkey(r.prefix)
-    if all(r.lo < (1 << 31) for r in ranges):
+    limit = 1 << 31
+    if all(r.lo < limit for r in ranges):
         # hostrange_cmp is then a consistent total order: any stable sort
         # gives glibc's result.
         return sorted(ranges, key=lambda r: _sort_key(r, keys[r.prefix]))
@@ -602,41 +612,56 @@ def _intersects(h1, h2):
             and _width_combine(h1, h2))
 
 
-def _split_overlap(h1, h2):
+def _split_overlap(h1, h2, emptied):
     """One step of hostlist_coalesce() on neighbours h1 (hprev), h2 (hnext).
 
     Returns what replaces the pair, in list order: hprev with its top cut
     to the start of the overlap, the overlap as single-number ranges, hnext
     starting at the end of the overlap.
 
-    If hprev comes out empty (its start lies above hnext's, which happens
-    after an earlier step raised its start, or when numbers 2**31 apart
-    confuse Slurm's compare), Slurm deletes *hnext* instead of hprev and then
-    reads the freed hnext; glibc hands that memory straight back to the next
-    hostrange Slurm allocates, so the read sees the number being inserted and
-    each overlap number is inserted once.  The empty hprev stays in the list
-    and prints as its start.  All of that is reproduced.
+    If hprev comes out empty (its start lies above hnext's start, which
+    happens after an earlier step raised its start, or when numbers 2**31
+    apart confuse Slurm's compare), Slurm deletes *hnext* instead of hprev
+    and goes on reading the freed hnext.  What it reads depends on glibc's
+    heap state: usually the freed memory is handed straight back to the next
+    hostrange Slurm allocates ("reuse": each overlap number is inserted
+    once), but when glibc's tcache bin is full the old values stay ("stale":
+    numbers below the old end are inserted twice); it can differ from one
+    such event to the next.  ``emptied`` is None to raise HostlistError
+    there, or a callable returning "reuse" or "stale" for each event.
     """
     ilo = h2.lo
     ihi = h2.hi if h2.hi < h1.hi else h1.hi
     prefix, width = h1.prefix, h1.width
+    old_lo = h1.lo
     if ihi < h1.hi:
         h2.hi = h1.hi
     h1.hi = ilo
     h2.lo = ihi
     hnext_deleted = h1.hi < h1.lo
+    twice = True
+    if hnext_deleted:
+        if emptied is None:
+            raise _SlurmSortBug(prefix, old_lo, ilo)
+        twice = emptied() == "stale"
     out = [h1]
     for num in range(ilo, ihi + 1):
         if num > ilo:
             out.append(_Range(prefix, num, num, width))
-        if num < ihi and not hnext_deleted:
+        if num < ihi and twice:
             out.append(_Range(prefix, num, num, width))
     if not hnext_deleted:
         out.append(h2)
     return out
 
 
-def _coalesce(ranges):
+class _SlurmSortBug(Exception):
+    def __init__(self, prefix, above, below):
+        Exception.__init__(self, prefix, above, below)
+        self.prefix, self.above, self.below = prefix, above, below
+
+
+def _coalesce(ranges, emptied=None):
     """Slurm's hostlist_coalesce() without its quadratic rescans.
 
     Slurm checks neighbour pairs from the end; after each split it restarts
@@ -646,13 +671,20 @@ def _coalesce(ranges):
     processed part exactly in the order Slurm's rescan reaches them.
     """
     todo = list(ranges)
-    done = []  # processed part, reversed: done[-1] is the lowest list position
+    pop = todo.pop
+    done = []  # processed part, reversed: done[-1] has the lowest list position
+    push = done.append
     while todo:
-        h1 = todo.pop()
-        if done and _intersects(h1, done[-1]):
-            todo.extend(_split_overlap(h1, done.pop()))
-        else:
-            done.append(h1)
+        h1 = pop()
+        if done:
+            h2 = done[-1]
+            # hostrange_intersect(), same test order (the width test rewrites widths)
+            if (h1.hi > h2.lo and not h1.single and not h2.single and h1.prefix == h2.prefix
+                    and (h1.width == h2.width or _width_combine(h1, h2))):
+                done.pop()
+                todo.extend(_split_overlap(h1, h2, emptied))
+                continue
+        push(h1)
     done.reverse()
     return done
 
@@ -661,17 +693,71 @@ def _collapse(ranges):
     """Slurm's hostlist_collapse(): join neighbours, scanning from the end."""
     if not ranges:
         return []
-    out = [ranges[-1]]
-    for r in reversed(ranges[:-1]):
-        top = out[-1]
-        if (r.hi == ((top.lo - 1) & _MASK64) and r.single == top.single
-                and r.prefix == top.prefix and _width_combine(r, top)):
+    top = ranges[-1]
+    out = [top]
+    push = out.append
+    for i in range(len(ranges) - 2, -1, -1):
+        r = ranges[i]
+        if (r.hi == top.lo - 1 and r.single == top.single and r.prefix == top.prefix
+                and (r.width == top.width or _width_combine(r, top))):
             r.hi = top.hi
             out[-1] = r
         else:
-            out.append(r)
+            push(r)
+        top = r
     out.reverse()
     return out
+
+
+def _compress(names, sort, emptied=None):
+    builder = _Builder()
+    items = _inputs(names, "hostlist_compress")
+    ranges = builder.ranges
+    special = _SPECIAL.search
+    digit_chars = _DIGITS
+    new_range = _Range
+    append = ranges.append
+    tail = None
+    for text in items:
+        if not text:
+            continue
+        if special(text):
+            builder.push_text(text)
+            tail = ranges[-1] if ranges else None
+            continue
+        # a plain host name: hostlist_push_host() + hostlist_push_range(), inlined
+        stem = text.rstrip(digit_chars)
+        cut = len(stem)
+        if cut == len(text):
+            tail = new_range(text, 0, 0, 0, True)
+            append(tail)
+            continue
+        digits = text[cut:]
+        width = len(digits)
+        if width > 19 and int(digits) > MAX_NUMBER:
+            _number(text, text, digits)
+        num = int(digits)
+        if (tail is not None and tail.hi == num - 1 and tail.prefix == stem and not tail.single
+                and (tail.width == width or _width_equiv(tail.lo, tail.width, num, width))):
+            tail.hi = num
+        else:
+            tail = new_range(stem, num, num, width)
+            append(tail)
+    ranges = builder.ranges
+    if sort and len(ranges) > 1:
+        try:
+            ranges = _collapse(_coalesce(_sort_ranges(ranges), emptied))
+        except _SlurmSortBug as bug:
+            raise HostlistError(
+                "cannot sort hostlist %s the way Slurm does: Slurm's hostlistsorted breaks on "
+                "it (after splitting overlapping %s ranges it meets %s%d sorted before %s%d, "
+                "then drops or duplicates hosts depending on memory allocator state). This "
+                "needs duplicate or overlapping ranges mixing zero paddings of one prefix, or "
+                "numbers of one prefix 2**31 or more apart; remove the duplicates, use one "
+                "zero padding per prefix, or compress without sorting"
+                % (_show(",".join(items)), bug.prefix or "unprefixed", bug.prefix, bug.above,
+                   bug.prefix, bug.below))
+    return _ranged_string(ranges)
 
 
 def compress(names, sort=False):
@@ -683,18 +769,7 @@ def compress(names, sort=False):
     ``scontrol show hostlistsorted`` prints (duplicates are kept, as in
     Slurm).  ``names`` is an iterable of strings, each a host name or a
     hostlist expression, or a single expression string.  Raises
-    :class:`HostlistError`.
+    :class:`HostlistError` for invalid input, and for the rare sorted inputs
+    on which Slurm's own sort misbehaves.
     """
-    builder = _Builder()
-    items = _inputs(names, "hostlist_compress")
-    special = _SPECIAL.search
-    push_plain = builder.push_plain
-    for text in items:
-        if special(text):
-            builder.push_text(text)
-        elif text:
-            push_plain(text)
-    ranges = builder.ranges
-    if sort and len(ranges) > 1:
-        ranges = _collapse(_coalesce(_sort_ranges(ranges)))
-    return _ranged_string(ranges)
+    return _compress(names, sort)

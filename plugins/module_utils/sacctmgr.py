@@ -265,7 +265,7 @@ class SacctmgrRunner:
             raise SacctmgrError(
                 f"could not parse sacctmgr output: {err}",
                 argv=argv, rc=rc, stdout=stdout, stderr=stderr,
-            )
+            ) from err
 
     def write(self, args):
         """Run a change and return the argv that ran."""

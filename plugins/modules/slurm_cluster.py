@@ -209,6 +209,7 @@ diff:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr import (
     FEATURE_MODES,
     FEDSTATES,

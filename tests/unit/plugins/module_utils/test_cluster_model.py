@@ -29,7 +29,8 @@ def test_good_model_has_no_problem():
     [
         ({"cluster_name": "Lab"}, "slurm_cluster_name"),
         ({"cluster_name": "a" * 41}, "slurm_cluster_name"),
-        ({"cluster_name": "1lab"}, "slurm_cluster_name"),
+        ({"cluster_name": "my lab"}, "slurm_cluster_name"),
+        ({"cluster_name": ""}, "slurm_cluster_name"),
         ({"controllers": []}, "groups['slurmctld']"),
         ({"dbd_hosts": []}, "groups['slurmdbd']"),
         ({"compute_hosts": [], "nodes": []}, "groups['slurmd']"),

@@ -25,6 +25,7 @@ __metaclass__ = type  # noqa: UP001
 import pathlib
 
 import pytest
+
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import sacctmgr as sm
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "sacctmgr"
@@ -395,6 +396,7 @@ def test_format_argv_quotes_for_the_shell():
 
 def test_argument_spec_matches_doc_fragment():
     import yaml
+
     from ansible_collections.hybridhpc.slurm.plugins.doc_fragments.sacctmgr import (
         ModuleDocFragment,
     )

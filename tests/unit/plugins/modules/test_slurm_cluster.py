@@ -17,6 +17,7 @@ import pathlib
 import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.common.text.converters import to_bytes
+
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import sacctmgr as sm
 from ansible_collections.hybridhpc.slurm.plugins.modules import slurm_cluster
 
