@@ -518,22 +518,20 @@ def _natkey(text):
 _POW10 = [10 ** i for i in range(64)]
 
 
-def _sort_key(r, natkey):
-    """Key giving hostrange_cmp()'s order while no number reaches 2**31.
-
-    Per prefix: names without a number first; then ranges by padding class
-    (padded width w, or the digit count d of an unpadded start), padded
-    before unpadded of the same size, then by start.
-    """
+def _number_key(r):
+    """Within one prefix, an int ordering ranges like hostrange_cmp() does
+    while no number reaches 2**31: names without a number first, then by
+    padding class (padded width w, or the digit count of an unpadded start),
+    padded before unpadded of the same size, then by start."""
     if r.single:
-        return (natkey, 0, 0, 0, 0)
+        return -1
     width, lo = r.width, r.lo
     if width < 64:
         if width > 1 and lo < _POW10[width - 1]:
-            return (natkey, 1, width, 0, lo)
+            return (width << 32) | lo
         if lo < _POW10[width]:
-            return (natkey, 1, width, 1, lo)
-    return (natkey, 1, _ndigits(lo), 1, lo)
+            return (width << 32) | (1 << 31) | lo
+    return (_ndigits(lo) << 32) | (1 << 31) | lo
 
 
 def _c_cmp(a, b, keys):
@@ -572,15 +570,28 @@ def _glibc_msort(items, cmp):
 
 
 def _sort_ranges(ranges):
-    keys = {}
+    """Slurm's qsort(hl->hr, ..., hostrange_cmp): glibc's stable merge sort."""
+    groups = {}
     for r in ranges:
-        if r.prefix not in keys:
-            keys[r.prefix] = _natkey(r.prefix)
+        group = groups.get(r.prefix)
+        if group is None:
+            groups[r.prefix] = [r]
+        else:
+            group.append(r)
+    keys = dict((prefix, _natkey(prefix)) for prefix in groups)
     limit = 1 << 31
     if all(r.lo < limit for r in ranges):
-        # hostrange_cmp is then a consistent total order: any stable sort
-        # gives glibc's result.
-        return sorted(ranges, key=lambda r: _sort_key(r, keys[r.prefix]))
+        # hostrange_cmp() is then a consistent total order, so any stable
+        # sort gives glibc's result: prefixes in strnatcmp order (equal
+        # prefix strings compare equal), then each group by its number key.
+        out = []
+        for prefix in sorted(groups, key=keys.__getitem__):
+            group = groups[prefix]
+            if len(group) > 1:
+                numbers = [_number_key(r) for r in group]
+                group = [group[i] for i in sorted(range(len(group)), key=numbers.__getitem__)]
+            out.extend(group)
+        return out
     return _glibc_msort(ranges, lambda a, b: _c_cmp(a, b, keys))
 
 
@@ -709,40 +720,54 @@ def _collapse(ranges):
     return out
 
 
-def _compress(names, sort, emptied=None):
-    builder = _Builder()
-    items = _inputs(names, "hostlist_compress")
-    ranges = builder.ranges
-    special = _SPECIAL.search
+def _push_plain_names(ranges, names):
+    """hostlist_push_host() + hostlist_push_range() for plain host names
+    (no brackets, separators or control characters), inlined for speed."""
     digit_chars = _DIGITS
     new_range = _Range
     append = ranges.append
-    tail = None
-    for text in items:
+    tail = ranges[-1] if ranges else None
+    for text in names:
         if not text:
             continue
-        if special(text):
-            builder.push_text(text)
-            tail = ranges[-1] if ranges else None
-            continue
-        # a plain host name: hostlist_push_host() + hostlist_push_range(), inlined
         stem = text.rstrip(digit_chars)
         cut = len(stem)
         if cut == len(text):
             tail = new_range(text, 0, 0, 0, True)
             append(tail)
             continue
-        digits = text[cut:]
-        width = len(digits)
-        if width > 19 and int(digits) > MAX_NUMBER:
-            _number(text, text, digits)
-        num = int(digits)
+        num = int(text[cut:])
+        width = len(text) - cut
+        if num > MAX_NUMBER:
+            _number(text, text, text[cut:])
         if (tail is not None and tail.hi == num - 1 and tail.prefix == stem and not tail.single
                 and (tail.width == width or _width_equiv(tail.lo, tail.width, num, width))):
             tail.hi = num
         else:
             tail = new_range(stem, num, num, width)
             append(tail)
+
+
+def _compress(names, sort, emptied=None):
+    builder = _Builder()
+    items = _inputs(names, "hostlist_compress")
+    ranges = builder.ranges
+    special = _SPECIAL.search
+    plain = []
+    for text in items:
+        if not special(text):
+            plain.append(text)
+            continue
+        if plain:
+            _push_plain_names(ranges, plain)
+            plain = []
+        if "[" in text or "]" in text:
+            builder.push_text(text)
+        else:
+            _check_chars(text)
+            _push_plain_names(ranges, _tokens(text))
+    if plain:
+        _push_plain_names(ranges, plain)
     ranges = builder.ranges
     if sort and len(ranges) > 1:
         try:

@@ -22,7 +22,7 @@ description:
     federation state.
 version_added: 0.1.0
 author:
-  - hybridhpc.slurm contributors
+  - hybridhpc.slurm developers (@hybridhpc)
 extends_documentation_fragment:
   - hybridhpc.slurm.sacctmgr
 options:

@@ -257,10 +257,8 @@ def test_runner_read_and_write_argv():
 def test_query_builds_format_and_parses():
     run = Replay((0, fixture("show_cluster_registered.txt"), ""))
     runner = sm.SacctmgrRunner(run)
-    records = runner.query(["show", "cluster", "where", "name=alpha"], ["Cluster", "ControlHost",
-                                                                         "ControlPort", "RPC",
-                                                                         "Features", "Federation",
-                                                                         "FedState", "Flags"])
+    fields = ["Cluster", "ControlHost", "ControlPort", "RPC", "Features", "Federation", "FedState", "Flags"]
+    records = runner.query(["show", "cluster", "where", "name=alpha"], fields)
     assert records[0]["Cluster"] == "alpha"
     argv, kwargs = run.calls[0]
     assert argv == [

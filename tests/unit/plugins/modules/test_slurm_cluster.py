@@ -103,7 +103,7 @@ class FakeSlurmdbd:
         fmt = [w for w in rest if w.startswith("format=")]
         assert len(fmt) == 1
         fields = fmt[0].split("=", 1)[1].split(",")
-        cond, _ = self._conditions([w for w in rest if not w.startswith("format=")])
+        cond, _unused = self._conditions([w for w in rest if not w.startswith("format=")])
         names = [cond["name"].lower()] if "name" in cond else sorted(self.clusters)
         lines = [self._row(self.clusters[n], fields) for n in names if n in self.clusters]
         return 0, "".join(line + "\n" for line in lines), ""
@@ -151,7 +151,7 @@ class FakeSlurmdbd:
         return 0, out + f" Modified cluster...\n  {name}\n", ""
 
     def _delete(self, rest):
-        cond, _ = self._conditions(rest)
+        cond, _unused = self._conditions(rest)
         name = cond["name"].lower()
         if name not in self.clusters:
             return 1, " Nothing deleted\n", ""
@@ -364,8 +364,7 @@ def test_fedstate_changes_in_a_federation():
 
 
 def test_drain_remove_ends_outside_the_federation():
-    dbd = FakeSlurmdbd([FakeSlurmdbd.registered("beta", federation="hpcfed",
-                                               fed_state="DRAIN+REMOVE")])
+    dbd = FakeSlurmdbd([FakeSlurmdbd.registered("beta", federation="hpcfed", fed_state="DRAIN+REMOVE")])
     assert ensure(dbd, name="beta", fedstate="DRAIN+REMOVE")["changed"] is False
     # Once drained, slurmctld removes the cluster from the federation.
     dbd.clusters["beta"].update(federation="", fed_state="NA")
