@@ -27,19 +27,19 @@ def hostlist_expand(value):
     try:
         return expand(value)
     except HostlistError as exc:
-        raise AnsibleFilterError("hostlist_expand: %s" % exc)
+        raise AnsibleFilterError("hostlist_expand: %s" % exc) from exc
 
 
 def hostlist_compress(value, sort=False):
     """Slurm hostlist expression for host names; sort=true sorts like hostlistsorted."""
     try:
         sort = boolean(sort, strict=True)
-    except TypeError:
-        raise AnsibleFilterError("hostlist_compress: sort must be a boolean, got %r" % (sort,))
+    except TypeError as exc:
+        raise AnsibleFilterError("hostlist_compress: sort must be a boolean, got %r" % (sort,)) from exc
     try:
         return compress(value, sort=sort)
     except HostlistError as exc:
-        raise AnsibleFilterError("hostlist_compress: %s" % exc)
+        raise AnsibleFilterError("hostlist_compress: %s" % exc) from exc
 
 
 class FilterModule(object):

@@ -337,6 +337,8 @@ def _inputs(hostlist, what):
     try:
         items = list(hostlist)
     except TypeError:
+        items = None
+    if items is None:
         raise HostlistError("%s expects a hostlist string or a list of strings, got %s"
                             % (what, type(hostlist).__name__))
     for item in items:
@@ -416,8 +418,10 @@ def _width_equiv(n, wn, m, wm):
     """Slurm's _width_equiv(): can widths wn (of n) and wm (of m) share a range?
 
     True when equal, or when one of the two numbers has no zero padding under
-    either width.  (Slurm also rewrites one width in place; that rewrite never
-    changes what gets printed, so it is not reproduced.)
+    either width.  Slurm also rewrites one width in place; while the list is
+    built (hostlist_push_range) that can only touch a range printed without
+    padding anyway, so it is left out here.  The sorted path, where it does
+    matter, uses _width_combine().
     """
     if wn == wm:
         return True
@@ -578,7 +582,7 @@ def _sort_ranges(ranges):
             groups[r.prefix] = [r]
         else:
             group.append(r)
-    keys = dict((prefix, _natkey(prefix)) for prefix in groups)
+    keys = {prefix: _natkey(prefix) for prefix in groups}
     limit = 1 << 31
     if all(r.lo < limit for r in ranges):
         # hostrange_cmp() is then a consistent total order, so any stable
@@ -770,9 +774,12 @@ def _compress(names, sort, emptied=None):
         _push_plain_names(ranges, plain)
     ranges = builder.ranges
     if sort and len(ranges) > 1:
+        bug = None
         try:
             ranges = _collapse(_coalesce(_sort_ranges(ranges), emptied))
-        except _SlurmSortBug as bug:
+        except _SlurmSortBug as exc:
+            bug = exc
+        if bug is not None:
             raise HostlistError(
                 "cannot sort hostlist %s the way Slurm does: Slurm's hostlistsorted breaks on "
                 "it (after splitting overlapping %s ranges it meets %s%d sorted before %s%d, "

@@ -11,10 +11,12 @@ Three layers, each usable alone:
   recorded output) and turns failures into :class:`SacctmgrError`;
 * a parser for ``--parsable2 --noheader`` output (:func:`parse_parsable`);
 * object helpers named after what they do (:func:`get_cluster`,
-  :func:`add_cluster`, :func:`modify_cluster`, :func:`delete_cluster`) and
-  pure planning functions (:func:`plan_features`, :func:`plan_cluster`) that
-  the modules use to stay idempotent and to report in check mode what they
-  would run.
+  :func:`add_cluster`, :func:`modify_cluster`, :func:`delete_cluster`, and
+  for federations :func:`get_federation`, :func:`add_federation`,
+  :func:`modify_federation`, :func:`delete_federation`) and pure planning
+  functions (:func:`plan_features`, :func:`plan_cluster`,
+  :func:`plan_federation`) that the modules use to stay idempotent and to
+  report in check mode what they would run.
 
 sacctmgr facts this relies on (sacctmgr(1), slurm.conf(5), Slurm sources):
 
@@ -565,3 +567,325 @@ def modify_cluster(runner, name, features=None, fedstate=None, federation=None):
 def delete_cluster(runner, name):
     """Delete a cluster from the accounting database; return the argv that ran."""
     return runner.write(delete_cluster_args(name))
+
+
+# --------------------------------------------------------------------------
+# Federations
+#
+# sacctmgr facts the federation helpers rely on (sacctmgr(1) "SPECIFICATIONS
+# FOR FEDERATION", Slurm sources, and checked on the lab's sacctmgr 24.11.5):
+#
+# * ``show federation where name=NAME format=Federation,Cluster,ID,Features,
+#   FedState,Flags`` prints one record per member cluster (ID is the
+#   cluster's id in the federation, Features and FedState are the cluster's);
+#   a federation without members is one record with empty Cluster, ID,
+#   Features and FedState (``scratchfed|||||``); an unknown name prints
+#   nothing (rc 0). Names match case-insensitively and are stored in lower
+#   case. With --parsable2, sacctmgr 24.11 ends the 2nd and later member
+#   records of a federation with a stray ``|``, which parse_parsable accepts.
+# * ``add federation name=NAME [clusters=a,b]``; ``modify federation where
+#   name=NAME set clusters=a,b`` makes a,b the exact member list (sacctmgr
+#   turns it into ``+=``/``-=`` for the difference; ``clusters=`` removes
+#   every member; ``clusters+=``/``clusters-=`` also work but are not used:
+#   the whole wanted list is always written, as for cluster features). Setting
+#   the list a federation already has fails with "Nothing to change" (rc 1),
+#   so it is only written when it differs.
+# * ``delete federation where name=NAME``; members then show no Federation
+#   and FedState NA. A cluster joins with FedState ACTIVE and the lowest free ID.
+# * A cluster in ANOTHER federation is moved silently with --immediate (the
+#   confirmation prompt is answered yes), which is why plan_federation refuses
+#   it; an unknown cluster fails with "The cluster X doesn't exist. Please add
+#   first."; modifying an unknown federation fails with "The federation X
+#   doesn't exist.".
+# * Federation flags: Slurm defines none (24.11 answers any ``flags=`` value,
+#   even an empty one, with "Unknown federation flag ... Valid federation
+#   flags are '(null)'"); ``flags=-1`` clears every flag and is accepted.
+#   ``show federation format=Flags`` prints an empty value.
+
+FEDERATION_FIELDS = ("Federation", "Cluster", "ID", "Features", "FedState", "Flags")
+
+# Flags ``sacctmgr add/modify federation ... flags=`` accepts: none in Slurm
+# up to 24.11. Add names here when a Slurm release defines some.
+FEDERATION_FLAGS = ()
+# The value that clears every federation flag (``atoi(value) == -1``).
+FEDERATION_FLAGS_CLEAR = "-1"
+_FEDERATION_FLAGS_NONE = ("None", "NotSet", "(null)")
+
+CLUSTERS_MODES = ("set", "add", "remove")
+# The FedState a cluster has right after joining a federation.
+FEDSTATE_JOINED = "ACTIVE"
+# FedStates of a cluster on its way out of its federation.
+FEDSTATES_LEAVING = ("DRAIN+REMOVE", "DRAINED+REMOVE")
+
+_FEDERATION_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+FEDERATION_NAME_RULE = (
+    "Slurm federation names must use only letters, digits, '_' and '-', and "
+    "start with a letter or a digit; Slurm maps upper case to lower case"
+)
+
+
+def validate_federation_name(name):
+    """Check a federation name; return it lower-cased, or raise ``ValueError``."""
+    if not isinstance(name, str) or not name:
+        raise ValueError("a federation name is required: " + FEDERATION_NAME_RULE)
+    normalized = name.lower()
+    if not _FEDERATION_NAME_RE.match(normalized):
+        raise ValueError(f"invalid federation name {name!r}: {FEDERATION_NAME_RULE}")
+    return normalized
+
+
+def normalize_cluster_names(clusters):
+    """Validate cluster names; return them lower-cased, sorted, de-duplicated."""
+    return sorted({validate_cluster_name(c) for c in clusters or ()})
+
+
+def normalize_federation_flags(flags):
+    """Validate federation flags against FEDERATION_FLAGS; return them sorted.
+
+    Raises ``ValueError`` naming the flags Slurm accepts (none up to 24.11).
+    """
+    known = {f.lower(): f for f in FEDERATION_FLAGS}
+    result = set()
+    for flag in flags or ():
+        item = str(flag).strip()
+        if item.lower() not in known:
+            if known:
+                valid = "valid flags are " + ", ".join(FEDERATION_FLAGS)
+            else:
+                valid = (
+                    "Slurm (up to 24.11) defines no federation flags (sacctmgr lists the "
+                    "valid ones as '(null)'), so the only flags value it accepts is an "
+                    "empty list"
+                )
+            raise ValueError(f"unknown federation flag {flag!r}: {valid}")
+        result.add(known[item.lower()])
+    return sorted(result)
+
+
+def plan_members(current, wanted, mode="set"):
+    """Return the sorted member list a federation should end up with.
+
+    ``set`` replaces the members with ``wanted``, ``add`` adds ``wanted`` to
+    ``current``, ``remove`` takes ``wanted`` out of ``current``.
+    """
+    if mode not in CLUSTERS_MODES:
+        raise ValueError(
+            "clusters mode must be one of {}, got {!r}".format(", ".join(CLUSTERS_MODES), mode)
+        )
+    now = {c.lower() for c in (current or ())}
+    want = set(normalize_cluster_names(wanted))
+    if mode == "set":
+        return sorted(want)
+    if mode == "add":
+        return sorted(now | want)
+    return sorted(now - want)
+
+
+def federation_joining_clusters(current, clusters, clusters_mode="set"):
+    """Clusters that would join the federation: those to look up before planning.
+
+    ``current`` is what :func:`get_federation` returned (``None`` when
+    absent); ``clusters=None`` leaves the members alone (nothing joins).
+    """
+    if clusters is None:
+        return []
+    have = current["clusters"] if current is not None else []
+    return sorted(set(plan_members(have, clusters, clusters_mode)) - set(have))
+
+
+def _joining_problem(federation, name, view):
+    """Why cluster ``name`` (get_cluster view ``view``) cannot join, or ``None``."""
+    if view is None:
+        return (
+            f"cluster {name!r} does not exist in the accounting database: add it with "
+            "hybridhpc.slurm.slurm_cluster or start its slurmctld first"
+        )
+    other = view.get("federation") or ""
+    if other and other.lower() != federation:
+        fed_state = view.get("fed_state") or FEDSTATE_NONE
+        if fed_state.upper() in FEDSTATES_LEAVING:
+            return (
+                f"cluster {name!r} is still in federation {other!r} (fedstate {fed_state}, "
+                "leaving it once its federated jobs have ended); a cluster can be in only "
+                f"one federation: wait until it has left {other!r}, or remove it there "
+                f"(hybridhpc.slurm.slurm_federation name={other} clusters=[{name}] "
+                "clusters_mode=remove), then run again"
+            )
+        return (
+            f"cluster {name!r} is in federation {other!r} (fedstate {fed_state}); a cluster "
+            f"can be in only one federation and sacctmgr would silently move it: remove it "
+            f"from {other!r} first (hybridhpc.slurm.slurm_federation name={other} "
+            f"clusters=[{name}] clusters_mode=remove), or set its fedstate to DRAIN+REMOVE "
+            f"(hybridhpc.slurm.slurm_cluster name={name} fedstate=DRAIN+REMOVE) and wait "
+            f"until it has left {other!r}"
+        )
+    return None
+
+
+def new_member_view(name, cluster_view=None):
+    """What ``show federation`` reports for a cluster that just joined (id unknown)."""
+    features = list(cluster_view["features"]) if cluster_view else []
+    return {"name": name, "id": None, "fed_state": FEDSTATE_JOINED, "features": features}
+
+
+def plan_federation(current, name, state="present", clusters=None, clusters_mode="set",
+                    flags=None, cluster_views=None):
+    """Plan the sacctmgr changes that bring federation ``name`` to a state.
+
+    ``current`` is what :func:`get_federation` returned (``None`` when the
+    federation does not exist). ``clusters=None`` and ``flags=None`` leave
+    members and flags alone. ``cluster_views`` maps every cluster of
+    :func:`federation_joining_clusters` to its :func:`get_cluster` view
+    (``None`` for a cluster the database does not know).
+
+    Returns ``{"changes": [args, ...], "after": view}`` like
+    :func:`plan_cluster`. Raises ``ValueError`` for impossible requests: an
+    unknown cluster, a cluster in another federation, an unknown flag.
+    """
+    name = validate_federation_name(name)
+    if state not in ("present", "absent"):
+        raise ValueError(f"state must be present or absent, got {state!r}")
+    if clusters_mode not in CLUSTERS_MODES:
+        raise ValueError(
+            "clusters_mode must be one of {}, got {!r}".format(", ".join(CLUSTERS_MODES), clusters_mode)
+        )
+    wanted_flags = normalize_federation_flags(flags) if flags is not None else None
+    wanted = normalize_cluster_names(clusters) if clusters is not None else None
+
+    if state == "absent":
+        if current is None:
+            return {"changes": [], "after": None}
+        return {"changes": [delete_federation_args(name)], "after": None}
+
+    have = list(current["clusters"]) if current is not None else []
+    members = plan_members(have, wanted, clusters_mode) if wanted is not None else list(have)
+    joining = sorted(set(members) - set(have))
+
+    views = cluster_views or {}
+    problems = []
+    for cluster in joining:
+        if cluster not in views:
+            raise ValueError(f"cluster {cluster!r} was not looked up before planning")
+        problem = _joining_problem(name, cluster, views[cluster])
+        if problem:
+            problems.append(problem)
+    if problems:
+        raise ValueError("; ".join(problems))
+
+    have_flags = list(current["flags"]) if current is not None else []
+    new_flags = None
+    if wanted_flags is not None and wanted_flags != sorted(have_flags):
+        new_flags = wanted_flags
+
+    kept = [dict(m, features=list(m["features"])) for m in (current or {}).get("members", [])
+            if m["name"] in members]
+    after_members = sorted(kept + [new_member_view(c, views[c]) for c in joining],
+                           key=lambda m: m["name"])
+    after = {
+        "name": name,
+        "clusters": members,
+        "flags": new_flags if new_flags is not None else sorted(have_flags),
+        "members": after_members,
+    }
+
+    if current is None:
+        args = add_federation_args(name, clusters=members or None, flags=new_flags or None)
+        return {"changes": [args], "after": after}
+    new_members = members if members != sorted(have) else None
+    if new_members is None and new_flags is None:
+        return {"changes": [], "after": after}
+    args = modify_federation_args(name, clusters=new_members, flags=new_flags)
+    return {"changes": [args], "after": after}
+
+
+# --------------------------------------------------------------------------
+# Federation commands
+
+
+def show_federation_args(name):
+    """Arguments selecting one federation for ``show`` (format= is added by query)."""
+    return ["show", "federation", "where", "name=" + name]
+
+
+def _federation_set_args(clusters=None, flags=None):
+    args = []
+    if flags is not None:
+        args.append("flags=" + (",".join(flags) if flags else FEDERATION_FLAGS_CLEAR))
+    if clusters is not None:
+        args.append("clusters=" + ",".join(clusters))
+    return args
+
+
+def add_federation_args(name, clusters=None, flags=None):
+    """``add federation name=NAME [clusters=a,b] [flags=F]``."""
+    return ["add", "federation", "name=" + name] + _federation_set_args(
+        clusters=clusters or None, flags=flags or None
+    )
+
+
+def modify_federation_args(name, clusters=None, flags=None):
+    """``modify federation where name=NAME set ...``.
+
+    ``clusters`` is the whole member list (``[]`` removes every member);
+    ``flags=[]`` clears every flag (``flags=-1``).
+    """
+    settings = _federation_set_args(clusters=clusters, flags=flags)
+    if not settings:
+        raise ValueError(f"nothing to set on federation {name!r}")
+    return ["modify", "federation", "where", "name=" + name, "set"] + settings
+
+
+def delete_federation_args(name):
+    """``delete federation where name=NAME``."""
+    return ["delete", "federation", "where", "name=" + name]
+
+
+def federation_from_records(records):
+    """Turn the ``show federation`` records of ONE federation into a dict.
+
+    Keys: name, clusters (sorted member names), flags (sorted list), members
+    (sorted by name; each with name, id, fed_state, features).
+    """
+    if not records:
+        raise ValueError("no federation records")
+    members = []
+    for record in records:
+        if not record["Cluster"]:
+            continue  # the record of a federation without members
+        members.append({
+            "name": record["Cluster"],
+            "id": _to_int(record["ID"]),
+            "fed_state": record["FedState"] or FEDSTATE_NONE,
+            "features": split_list(record["Features"]),
+        })
+    members.sort(key=lambda m: m["name"])
+    return {
+        "name": records[0]["Federation"],
+        "clusters": [m["name"] for m in members],
+        "flags": split_list(records[0]["Flags"], none_words=_FEDERATION_FLAGS_NONE),
+        "members": members,
+    }
+
+
+def get_federation(runner, name):
+    """Return the federation as a dict, or ``None`` when it does not exist."""
+    records = runner.query(show_federation_args(name), FEDERATION_FIELDS)
+    mine = [r for r in records if r["Federation"].lower() == name.lower()]
+    if not mine:
+        return None
+    return federation_from_records(mine)
+
+
+def add_federation(runner, name, clusters=None, flags=None):
+    """Create a federation, optionally with members; return the argv that ran."""
+    return runner.write(add_federation_args(name, clusters=clusters, flags=flags))
+
+
+def modify_federation(runner, name, clusters=None, flags=None):
+    """Set the members (whole list; ``[]`` removes all) and/or flags; return the argv."""
+    return runner.write(modify_federation_args(name, clusters=clusters, flags=flags))
+
+
+def delete_federation(runner, name):
+    """Delete a federation (its members leave it); return the argv that ran."""
+    return runner.write(delete_federation_args(name))

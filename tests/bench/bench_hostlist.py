@@ -55,19 +55,19 @@ def main():
         mixed = ["%s%04d" % (p, i) for p in ("cn", "gpu", "rack1-n", "rack2-n") for i in range(count // 4)]
         rng.shuffle(mixed)
         cases = [
-            ("compress sequential", lambda: hl.compress(names)),
-            ("compress shuffled", lambda: hl.compress(shuffled)),
-            ("compress shuffled, sort=True", lambda: hl.compress(shuffled, sort=True)),
-            ("compress 4 prefixes shuffled, sort=True", lambda: hl.compress(mixed, sort=True)),
-            ("compress +10% duplicates, sort=True", lambda: hl.compress(with_dups, sort=True)),
-            ("compress one comma-joined string", lambda: hl.compress(joined)),
-            ("expand compressed (%d chars)" % len(expr), lambda: hl.expand(expr)),
-            ("expand comma-joined string", lambda: hl.expand(joined)),
-            ("expand list of names", lambda: hl.expand(shuffled)),
+            ("compress sequential", hl.compress, (names,), {}),
+            ("compress shuffled", hl.compress, (shuffled,), {}),
+            ("compress shuffled, sort=True", hl.compress, (shuffled,), {"sort": True}),
+            ("compress 4 prefixes shuffled, sort=True", hl.compress, (mixed,), {"sort": True}),
+            ("compress +10% duplicates, sort=True", hl.compress, (with_dups,), {"sort": True}),
+            ("compress one comma-joined string", hl.compress, (joined,), {}),
+            ("expand compressed (%d chars)" % len(expr), hl.expand, (expr,), {}),
+            ("expand comma-joined string", hl.expand, (joined,), {}),
+            ("expand list of names", hl.expand, (shuffled,), {}),
         ]
         print("%d names (%d after gaps)" % (count, len(names)))
-        for label, func in cases:
-            seconds, _ = best(func, args.repeat)
+        for label, func, fargs, kwargs in cases:
+            seconds, _ = best(lambda f=func, a=fargs, k=kwargs: f(*a, **k), args.repeat)
             print("  %-42s %8.1f ms" % (label, seconds * 1000))
 
 

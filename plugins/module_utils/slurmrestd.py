@@ -1,0 +1,702 @@
+# Copyright: hybridhpc.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A small client for Slurm's REST API (slurmrestd), with JWT authentication.
+
+Standard library plus httpx. httpx is imported lazily-safe: this file imports
+without it (ansible-test's import sanity, hosts without the library) and the
+client fails with one clear message when it is used without httpx.
+
+slurmrestd facts this relies on (Slurm 24.11, checked on the lab's 24.11.5
+unless noted; field names from the data_parser v0.0.42 OpenAPI schema):
+
+* Paths are ``/slurm/{data_parser}/...``; 24.11 serves v0.0.40, v0.0.41 and
+  v0.0.42 and answers 404 for any other version, so the version is found by
+  ``GET /slurm/{v}/ping`` in order of preference and cached.
+* JWT authentication: headers ``X-SLURM-USER-NAME`` and
+  ``X-SLURM-USER-TOKEN``. No token: 401. slurmrestd passes the token on to
+  slurmctld, which checks it: a bad token makes ``/ping`` answer 200 with
+  ``pinged: DOWN`` and every other call answer 511 (Slurm maps
+  SLURM_PROTOCOL_AUTHENTICATION_ERROR to "Network Authentication Required").
+* Errors come back as ``{"errors": [{"description", "error", "error_number",
+  "source"}], "warnings": [...], "meta": {...}}``. Slurm errors are HTTP 500
+  in 24.11 (newer releases map a few to 404/502/504); an unknown job is
+  ``error_number`` 2017 (ESLURM_INVALID_JOB_ID), an unknown node 2018
+  (ESLURM_INVALID_NODE_NAME).
+* ``POST /slurm/{v}/node/{name}`` takes an ``update_node_msg``: address,
+  comment, cpu_bind, extra, features, features_act, gres, hostname, name,
+  reason, reason_uid, resume_after, state, weight. address, features,
+  features_act, hostname, name and state are lists of strings; weight and
+  resume_after are ``{"set", "infinite", "number"}`` structs. A ``gres``
+  value replaces the node's whole Gres string. Needs an administrator.
+* ``POST /slurm/{v}/job/submit`` takes ``{"script": ..., "job":
+  job_desc_msg}`` (name, partition, current_working_directory, environment
+  as a list of ``K=V``, nodes, tasks, time_limit, standard_output, ...) and
+  answers ``job_id`` (v0.0.42; v0.0.40/41 also nest it in ``result``).
+* ``GET /slurm/{v}/job/{id}`` and ``/jobs`` answer ``{"jobs": [...]}`` with
+  ``job_state`` a list (``["COMPLETED"]``); ``GET /slurm/{v}/nodes`` and
+  ``/node/{name}`` answer ``{"nodes": [...]}`` with ``state`` a list
+  (``["IDLE", "DRAIN"]``).
+
+Retries (bounded, exponential backoff): connection failures and 503 for
+every request; read timeouts, dropped connections, 502 and 504 only for
+requests that are safe to repeat (everything but a job submission, which
+could otherwise run twice). Never on 500 (a Slurm error: repeating it gives
+the same answer) nor on any 4xx.
+"""
+
+from __future__ import absolute_import, annotations, division, print_function  # noqa: UP010
+
+__metaclass__ = type  # noqa: UP001
+
+import time
+from urllib.parse import quote
+
+from ansible.module_utils.common.parameters import env_fallback
+
+from ansible_collections.hybridhpc.slurm.plugins.module_utils.jwt import (
+    JWTError,
+    decode_token_unverified,
+    token_username,
+)
+
+try:
+    import httpx
+except ImportError as _err:  # keep importable without httpx (sanity tests, bare hosts)
+    httpx = None
+    HTTPX_IMPORT_ERROR = _err
+else:
+    HTTPX_IMPORT_ERROR = None
+
+HAS_HTTPX = HTTPX_IMPORT_ERROR is None
+HTTPX_REQUIRED_MSG = (
+    "the slurmrestd client needs the Python library httpx on this host: "
+    "install python3-httpx (Debian/Ubuntu) or pip install httpx"
+)
+
+DEFAULT_URL = "http://localhost:6820"
+DEFAULT_VERSIONS = ("v0.0.42", "v0.0.41", "v0.0.40")
+USER_HEADER = "X-SLURM-USER-NAME"
+TOKEN_HEADER = "X-SLURM-USER-TOKEN"
+
+# update_node_msg fields (v0.0.40-v0.0.42).
+NODE_UPDATE_FIELDS = (
+    "address",
+    "comment",
+    "cpu_bind",
+    "extra",
+    "features",
+    "features_act",
+    "gres",
+    "hostname",
+    "name",
+    "reason",
+    "reason_uid",
+    "resume_after",
+    "state",
+    "weight",
+)
+_NODE_LIST_FIELDS = ("address", "features", "features_act", "hostname", "name", "state")
+_NODE_NO_VAL_FIELDS = ("resume_after", "weight")
+
+# job_desc_msg fields that are *_no_val structs: a plain number is wrapped.
+_JOB_NO_VAL_FIELDS = (
+    "begin_time",
+    "distribution_plane_size",
+    "kill_warning_delay",
+    "memory_per_cpu",
+    "memory_per_node",
+    "priority",
+    "required_switches",
+    "segment_size",
+    "time_limit",
+    "time_minimum",
+)
+# job_desc_msg fields that are lists of strings: a comma-separated string is split.
+_JOB_CSV_FIELDS = ("excluded_nodes", "required_nodes")
+
+# Batch jobs need an environment; this is what a job gets when none is given.
+DEFAULT_JOB_ENVIRONMENT = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",)
+
+# Job states after which a job will not run again.
+JOB_FINAL_STATES = frozenset((
+    "BOOT_FAIL",
+    "CANCELLED",
+    "COMPLETED",
+    "DEADLINE",
+    "FAILED",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "TIMEOUT",
+))
+
+ESLURM_INVALID_JOB_ID = 2017
+ESLURM_INVALID_NODE_NAME = 2018
+_NOT_FOUND_ERRORS = frozenset((ESLURM_INVALID_JOB_ID, ESLURM_INVALID_NODE_NAME))
+
+RETRY_STATUSES = frozenset((502, 503, 504))
+# A 503 means the request was not processed, so it is safe to repeat anything.
+RETRY_STATUSES_UNSAFE = frozenset((503,))
+MAX_BACKOFF = 30.0
+
+_TOKEN_REJECTED_MSG = "token rejected: expired, wrong key, or unknown user"
+
+
+# --------------------------------------------------------------------------
+# Errors
+
+
+class SlurmrestdError(Exception):
+    """A request to slurmrestd failed.
+
+    ``status`` is the HTTP status (``None`` when no answer came), ``errors``
+    the ``errors`` list of Slurm's JSON answer (possibly empty).
+    """
+
+    def __init__(self, message, status=None, errors=None):
+        self.message = message
+        self.status = status
+        self.errors = list(errors or [])
+        super().__init__(message)
+
+    def to_dict(self):
+        """Details for ``module.fail_json(msg=str(err), **err.to_dict())``."""
+        return {"status": self.status, "errors": self.errors}
+
+
+class HttpxMissing(SlurmrestdError):
+    """httpx is not installed on this host."""
+
+
+class SlurmrestdUnavailable(SlurmrestdError):
+    """slurmrestd could not be reached, or kept answering 502/503/504."""
+
+
+class UnsupportedVersion(SlurmrestdError):
+    """slurmrestd serves none of the API versions this client speaks."""
+
+
+class AuthenticationRequired(SlurmrestdError):
+    """401: slurmrestd got no token (or no usable authentication)."""
+
+
+class TokenRejected(SlurmrestdError):
+    """slurmctld rejected the token: expired, wrong key, or unknown user."""
+
+
+class SlurmError(SlurmrestdError):
+    """Slurm refused or failed the request (HTTP 500 or an ``errors`` list)."""
+
+
+class NotFound(SlurmrestdError):
+    """The job, node or URL does not exist."""
+
+
+def describe_errors(errors):
+    """One line from Slurm's ``errors`` list (description, error text, number, source)."""
+    parts = []
+    for entry in errors or ():
+        if not isinstance(entry, dict):
+            parts.append(str(entry))
+            continue
+        text = [t for t in (entry.get("description"), entry.get("error")) if t]
+        line = ": ".join(dict.fromkeys(text)) or "unknown error"
+        number = entry.get("error_number")
+        extras = []
+        if number not in (None, 0):
+            extras.append("error %s" % number)
+        if entry.get("source"):
+            extras.append("from %s" % entry["source"])
+        if extras:
+            line = "%s (%s)" % (line, ", ".join(extras))
+        parts.append(line)
+    return "; ".join(parts)
+
+
+def _error_numbers(errors):
+    numbers = set()
+    for entry in errors or ():
+        if isinstance(entry, dict) and isinstance(entry.get("error_number"), int):
+            numbers.add(entry["error_number"])
+    return numbers
+
+
+# --------------------------------------------------------------------------
+# Value helpers
+
+
+def no_val(value):
+    """Wrap a number as Slurm's ``{"set", "infinite", "number"}`` struct.
+
+    ``None`` gives an unset value, ``"infinite"``/``"unlimited"`` an infinite
+    one; dicts are passed through.
+    """
+    if isinstance(value, dict):
+        return dict(value)
+    if value is None:
+        return {"set": False, "infinite": False, "number": 0}
+    if isinstance(value, str) and value.strip().lower() in ("infinite", "unlimited"):
+        return {"set": True, "infinite": True, "number": 0}
+    if isinstance(value, bool):
+        raise ValueError("expected a number, got %r" % value)
+    return {"set": True, "infinite": False, "number": int(value)}
+
+
+def from_no_val(value):
+    """The number in a ``{"set", "infinite", "number"}`` struct (None if unset, ``inf`` if infinite)."""
+    if not isinstance(value, dict):
+        return value
+    if value.get("infinite"):
+        return float("inf")
+    if not value.get("set"):
+        return None
+    return value.get("number")
+
+
+def as_list(value):
+    """A list of strings from a list, or from a comma-separated string."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return [str(item) for item in value]
+
+
+def job_states(job):
+    """A job's states as a list (``job_state`` is a list since v0.0.40, a string before)."""
+    state = (job or {}).get("job_state")
+    if state is None:
+        return []
+    if isinstance(state, str):
+        return [state]
+    return [str(s) for s in state]
+
+
+def job_finished(job):
+    """True once a job reached a state it will not leave (COMPLETED, FAILED, ...)."""
+    return bool(JOB_FINAL_STATES.intersection(job_states(job)))
+
+
+def node_states(node):
+    """A node's states and flags as a list, e.g. ``["IDLE", "DRAIN"]``."""
+    state = (node or {}).get("state")
+    if state is None:
+        return []
+    if isinstance(state, str):
+        return [state]
+    return [str(s) for s in state]
+
+
+def ping_up(entry):
+    """True when a ``/ping`` entry says its slurmctld answered."""
+    if not isinstance(entry, dict):
+        return False
+    if entry.get("responding") is True:
+        return True
+    return str(entry.get("pinged", "")).upper() == "UP"
+
+
+def node_update_body(fields):
+    """The ``update_node_msg`` JSON body for ``fields`` (validated, normalised)."""
+    unknown = sorted(set(fields) - set(NODE_UPDATE_FIELDS))
+    if unknown:
+        raise ValueError(
+            "unknown node update field(s) %s; slurmrestd accepts %s" % (", ".join(unknown), ", ".join(NODE_UPDATE_FIELDS))
+        )
+    body = {}
+    for key, value in fields.items():
+        if value is None:
+            continue
+        if key in _NODE_LIST_FIELDS:
+            value = as_list(value)
+            if key == "state":
+                value = [s.upper() for s in value]
+        elif key in _NODE_NO_VAL_FIELDS:
+            value = no_val(value)
+        body[key] = value
+    if not body:
+        raise ValueError("a node update needs at least one field")
+    return body
+
+
+def job_submit_body(script, job_fields):
+    """The ``job_submit_req`` JSON body: ``{"script": ..., "job": {...}}``."""
+    if not isinstance(script, str) or not script.strip():
+        raise ValueError("a batch job needs a script")
+    if not script.startswith("#!"):
+        raise ValueError("a batch script must start with a #! line (for example #!/bin/sh)")
+    job = {}
+    for key, value in job_fields.items():
+        if value is None:
+            continue
+        if key == "script":
+            raise ValueError("give the script as the first argument, not as a job field")
+        if key == "environment":
+            if isinstance(value, dict):
+                value = ["%s=%s" % (k, v) for k, v in value.items()]
+            else:
+                value = [str(v) for v in value]
+        elif key in _JOB_NO_VAL_FIELDS and not isinstance(value, dict):
+            value = no_val(value)
+        elif key in _JOB_CSV_FIELDS:
+            value = as_list(value)
+        job[key] = value
+    if not job.get("environment"):
+        job["environment"] = list(DEFAULT_JOB_ENVIRONMENT)
+    return {"script": script, "job": job}
+
+
+# --------------------------------------------------------------------------
+# The client
+
+
+class SlurmrestdClient:
+    """Talk to slurmrestd.
+
+    ``url`` is the base URL (``http://host:6820``); with ``unix_socket`` the
+    requests go to that socket and ``url`` only names the host in them.
+    ``token`` is a JWT; ``token_provider`` a callable returning a fresh one,
+    called when no token is set and once per request after a 401/511 (for
+    long-running users that re-sign tokens). ``user`` defaults to the
+    token's ``sun`` claim. ``transport`` replaces the network (tests pass an
+    ``httpx.MockTransport``); ``sleep`` is how backoff waits.
+    """
+
+    def __init__(
+        self,
+        url=DEFAULT_URL,
+        user=None,
+        token=None,
+        token_provider=None,
+        timeout=10.0,
+        retries=3,
+        backoff=0.5,
+        unix_socket=None,
+        versions=DEFAULT_VERSIONS,
+        transport=None,
+        validate_certs=True,
+        trust_env=False,
+        sleep=time.sleep,
+    ):
+        if not HAS_HTTPX:
+            raise HttpxMissing(HTTPX_REQUIRED_MSG)
+        if retries < 0:
+            raise ValueError("retries must be 0 or more")
+        versions = tuple(versions)
+        if not versions:
+            raise ValueError("give at least one API version to try")
+        self.url = (url or DEFAULT_URL).rstrip("/")
+        self.user = user
+        self._token = token
+        self.token_provider = token_provider
+        self.retries = int(retries)
+        self.backoff = float(backoff)
+        self.versions = versions
+        self.unix_socket = unix_socket
+        self._sleep = sleep
+        self._version = None
+        self.last_warnings = []
+        if transport is None:
+            transport = httpx.HTTPTransport(uds=unix_socket, verify=validate_certs, trust_env=trust_env)
+        self._http = httpx.Client(
+            base_url=self.url,
+            transport=transport,
+            timeout=timeout,
+            trust_env=trust_env,
+            headers={"Accept": "application/json"},
+        )
+
+    # -- life cycle --------------------------------------------------------
+
+    def close(self):
+        self._http.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    # -- authentication ----------------------------------------------------
+
+    @property
+    def token(self):
+        return self._token
+
+    @token.setter
+    def token(self, value):
+        self._token = value
+
+    def _refresh_token(self):
+        token = self.token_provider()
+        if not token:
+            raise AuthenticationRequired("the token provider returned no token", status=None)
+        self._token = token
+        return token
+
+    def _auth_headers(self):
+        if self._token is None and self.token_provider is not None:
+            self._refresh_token()
+        if not self._token:
+            return {}
+        user = self.user
+        if not user:
+            try:
+                user = token_username(decode_token_unverified(self._token))
+            except JWTError:
+                user = None
+        headers = {TOKEN_HEADER: self._token}
+        if user:
+            headers[USER_HEADER] = user
+        return headers
+
+    # -- transport ---------------------------------------------------------
+
+    def _wait(self, attempt):
+        self._sleep(min(MAX_BACKOFF, self.backoff * (2 ** attempt)))
+
+    def _send(self, method, path, body=None, idempotent=True):
+        """Send one request with retries and token refresh; return the httpx response.
+
+        Raises :class:`SlurmrestdUnavailable` when no usable answer came.
+        """
+        attempt = 0
+        refreshed = False
+        while True:
+            try:
+                response = self._http.request(method, path, json=body, headers=self._auth_headers())
+            except httpx.TransportError as err:
+                not_sent = isinstance(err, (httpx.ConnectError, httpx.ConnectTimeout))
+                if (not_sent or idempotent) and attempt < self.retries:
+                    self._wait(attempt)
+                    attempt += 1
+                    continue
+                where = ("unix socket %s" % self.unix_socket) if self.unix_socket else self.url
+                raise SlurmrestdUnavailable(
+                    "cannot reach slurmrestd at %s (%s %s): %s: %s" % (where, method, path, type(err).__name__, err)
+                ) from err
+            status = response.status_code
+            retryable = RETRY_STATUSES if idempotent else RETRY_STATUSES_UNSAFE
+            if status in retryable and attempt < self.retries:
+                self._wait(attempt)
+                attempt += 1
+                continue
+            if status in (401, 511) and self.token_provider is not None and not refreshed:
+                refreshed = True
+                self._refresh_token()
+                continue
+            return response
+
+    @staticmethod
+    def _json(response):
+        try:
+            data = response.json()
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) else None
+
+    def _check(self, method, path, response):
+        """Return the JSON answer, or raise the error it describes."""
+        status = response.status_code
+        data = self._json(response)
+        errors = (data or {}).get("errors") or []
+        self.last_warnings = list((data or {}).get("warnings") or [])
+        where = "%s %s" % (method, path)
+        detail = describe_errors(errors)
+        if status == 401:
+            raise AuthenticationRequired(
+                "%s: HTTP 401: no token sent (set X-SLURM-USER-NAME and X-SLURM-USER-TOKEN)" % where, status, errors
+            )
+        if status == 511:
+            raise TokenRejected("%s: HTTP 511: %s" % (where, _TOKEN_REJECTED_MSG), status, errors)
+        if status in RETRY_STATUSES:
+            text = detail or response.text.strip()[:300]
+            raise SlurmrestdUnavailable("%s: HTTP %d: %s" % (where, status, text or response.reason_phrase), status, errors)
+        if _error_numbers(errors) & _NOT_FOUND_ERRORS:
+            raise NotFound("%s: %s" % (where, detail), status, errors)
+        if status == 404:
+            raise NotFound("%s: HTTP 404: %s" % (where, detail or response.text.strip()[:300] or "not found"), status, errors)
+        if status >= 400 or errors:
+            text = detail or response.text.strip()[:300] or response.reason_phrase
+            raise SlurmError("%s: HTTP %d: %s" % (where, status, text), status, errors)
+        if data is None:
+            raise SlurmrestdError("%s: HTTP %d: the answer is not a JSON object" % (where, status), status)
+        return data
+
+    # -- API version -------------------------------------------------------
+
+    @property
+    def version(self):
+        """The data_parser version in use (``v0.0.42``, ...), probed once with ``GET /ping``."""
+        if self._version is None:
+            self._probe_version()
+        return self._version
+
+    def _probe_version(self):
+        for candidate in self.versions:
+            path = "/slurm/%s/ping" % candidate
+            response = self._send("GET", path)
+            if response.status_code == 404:
+                continue
+            self._version = candidate
+            if response.status_code >= 400:
+                self._check("GET", path, response)
+            return candidate
+        raise UnsupportedVersion(
+            "slurmrestd at %s serves none of the API versions %s (all answered 404); "
+            "check the data_parser plugins it loads" % (self.unix_socket or self.url, ", ".join(self.versions)),
+            404,
+        )
+
+    def request(self, method, endpoint, body=None, idempotent=True):
+        """``METHOD /slurm/{version}/{endpoint}``; return the JSON answer or raise."""
+        path = "/slurm/%s/%s" % (self.version, endpoint.lstrip("/"))
+        return self._check(method, path, self._send(method, path, body=body, idempotent=idempotent))
+
+    # -- controller --------------------------------------------------------
+
+    def ping(self):
+        """The ``pings`` list of ``GET /ping``: one entry per slurmctld (hostname, pinged, responding, mode, ...)."""
+        return list(self.request("GET", "ping").get("pings") or [])
+
+    def check_auth(self):
+        """Make sure slurmctld accepts the token; return the pings.
+
+        ``/ping`` answers 200 even for a bad token, with every controller
+        ``DOWN``, just as when slurmctld is down. When no controller is up,
+        ``GET /diag`` tells the two apart: it fails with 511
+        (:class:`TokenRejected`) for a bad token, and with a Slurm error
+        (:class:`SlurmError`) when slurmctld does not answer.
+        """
+        pings = self.ping()
+        if any(ping_up(p) for p in pings):
+            return pings
+        try:
+            self.request("GET", "diag")
+        except TokenRejected:
+            raise
+        except SlurmrestdError as err:
+            raise SlurmError(
+                "no slurmctld answers ping (%s): %s" % (", ".join(str(p.get("hostname")) for p in pings), err),
+                err.status,
+                err.errors,
+            ) from err
+        pings = self.ping()
+        if not any(ping_up(p) for p in pings):
+            raise TokenRejected("every slurmctld answered ping DOWN: " + _TOKEN_REJECTED_MSG, 200)
+        return pings
+
+    def diag(self):
+        """``GET /diag``: scheduler statistics."""
+        return self.request("GET", "diag")
+
+    # -- nodes -------------------------------------------------------------
+
+    def nodes(self):
+        """Every node, as slurmrestd describes it."""
+        return list(self.request("GET", "nodes").get("nodes") or [])
+
+    def node(self, name):
+        """One node, or ``None`` when Slurm does not know it."""
+        try:
+            found = self.request("GET", "node/" + quote(str(name), safe="")).get("nodes") or []
+        except NotFound:
+            return None
+        for entry in found:
+            if entry.get("name") == name:
+                return entry
+        return found[0] if found else None
+
+    def update_node(self, name, **fields):
+        """``POST /node/{name}`` with an ``update_node_msg`` built from ``fields``."""
+        body = node_update_body(fields)
+        return self.request("POST", "node/" + quote(str(name), safe=""), body=body)
+
+    def drain_node(self, name, reason):
+        """Drain a node: running jobs finish, no new job starts. Slurm needs a reason."""
+        if not reason or not str(reason).strip():
+            raise ValueError("draining a node needs a reason")
+        return self.update_node(name, state=["DRAIN"], reason=str(reason))
+
+    def resume_node(self, name):
+        """Return a drained or down node to service (Slurm refuses for a node that is neither)."""
+        return self.update_node(name, state=["RESUME"])
+
+    def set_node_gres(self, name, gres):
+        """Set a node's whole Gres string (``gpu:2,shard:8``); the old value is replaced, not merged."""
+        if not isinstance(gres, str):
+            gres = ",".join(as_list(gres))
+        return self.update_node(name, gres=gres)
+
+    # -- jobs --------------------------------------------------------------
+
+    def submit_job(self, script, **job_fields):
+        """Submit a batch job; return its job id.
+
+        ``job_fields`` are ``job_desc_msg`` fields (``name``, ``partition``,
+        ``current_working_directory``, ``nodes``, ``tasks``, ``time_limit``
+        in minutes, ``standard_output``, ...). ``environment`` may be a dict;
+        without one the job gets a minimal ``PATH`` (Slurm refuses batch
+        jobs without an environment). Never retried after the request may
+        have reached slurmctld, so a job is not submitted twice.
+        """
+        body = job_submit_body(script, job_fields)
+        data = self.request("POST", "job/submit", body=body, idempotent=False)
+        job_id = data.get("job_id")
+        if job_id is None and isinstance(data.get("result"), dict):
+            job_id = data["result"].get("job_id")
+        if job_id is None:
+            raise SlurmError("POST job/submit: the answer has no job_id", 200, data.get("errors"))
+        return int(job_id)
+
+    def job(self, job_id):
+        """One job (the first record for an array or heterogeneous job), or ``None`` once Slurm forgot it."""
+        try:
+            found = self.request("GET", "job/" + quote(str(job_id), safe="")).get("jobs") or []
+        except NotFound:
+            return None
+        for entry in found:
+            if str(entry.get("job_id")) == str(job_id):
+                return entry
+        return found[0] if found else None
+
+    def jobs(self):
+        """Every job slurmctld still knows."""
+        return list(self.request("GET", "jobs").get("jobs") or [])
+
+
+# --------------------------------------------------------------------------
+# Ansible glue (doc fragment hybridhpc.slurm.slurmrestd)
+
+
+def slurmrestd_argument_spec():
+    """Options of the doc fragment hybridhpc.slurm.slurmrestd, as an argument_spec."""
+    return {
+        "slurmrestd_url": {"type": "str", "default": DEFAULT_URL},
+        "slurmrestd_unix_socket": {"type": "path"},
+        "slurmrestd_user": {"type": "str"},
+        "slurmrestd_token": {"type": "str", "no_log": True, "fallback": (env_fallback, ["SLURM_JWT"])},
+        "slurmrestd_timeout": {"type": "float", "default": 10.0},
+        "slurmrestd_validate_certs": {"type": "bool", "default": True},
+    }
+
+
+def client_from_params(params, **kwargs):
+    """A client for the doc fragment's options (``module.params``)."""
+    return SlurmrestdClient(
+        url=params.get("slurmrestd_url") or DEFAULT_URL,
+        user=params.get("slurmrestd_user"),
+        token=params.get("slurmrestd_token"),
+        timeout=params.get("slurmrestd_timeout") or 10.0,
+        unix_socket=params.get("slurmrestd_unix_socket"),
+        validate_certs=params.get("slurmrestd_validate_certs", True),
+        **kwargs,
+    )
+
+
+def client_from_module(module, **kwargs):
+    """A client for an AnsibleModule; fails the module cleanly when httpx is missing."""
+    if not HAS_HTTPX:
+        module.fail_json(msg=HTTPX_REQUIRED_MSG, exception=repr(HTTPX_IMPORT_ERROR))
+    return client_from_params(module.params, **kwargs)
