@@ -621,12 +621,6 @@ def _width_combine(a, b):
     return True
 
 
-def _intersects(h1, h2):
-    """Slurm's hostrange_intersect() test (short-circuit order kept)."""
-    return (not h1.single and not h2.single and h1.hi > h2.lo and h1.prefix == h2.prefix
-            and _width_combine(h1, h2))
-
-
 def _split_overlap(h1, h2, emptied):
     """One step of hostlist_coalesce() on neighbours h1 (hprev), h2 (hnext).
 

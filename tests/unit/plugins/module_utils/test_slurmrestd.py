@@ -1,0 +1,788 @@
+# Copyright: hybridhpc.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests for module_utils/slurmrestd.py.
+
+The client talks to FakeSlurmrestd through ``httpx.MockTransport`` (no
+network). The fake answers the way slurmrestd 24.11 in front of slurmctld
+does on the lab (Slurm 24.11.5): /slurm/v0.0.40-42 only (404 otherwise), 401
+without a token, ``/ping`` 200 with ``pinged: DOWN`` for a token slurmctld
+rejects and 511 for every other path, Slurm errors as HTTP 500 with an
+``errors`` list, node updates only for administrators.
+"""
+
+from __future__ import absolute_import, division, print_function  # noqa: UP010
+
+__metaclass__ = type  # noqa: UP001
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import httpx
+import pytest
+import yaml
+
+from ansible_collections.hybridhpc.slurm.plugins.doc_fragments.slurmrestd import ModuleDocFragment
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import jwt
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import slurmrestd as sr
+
+KEY = b"k" * 32
+NOW = 1_700_000_000
+URL = "http://ctl1:6820"
+ADMINS = ("root", "slurm")
+
+
+def token(user="root", lifespan=300, now=NOW, key=KEY):
+    return jwt.sign_hs256_token(key, user, lifespan, now=now)
+
+
+def slurm_error(description, error, number, source):
+    return {"description": description, "error": error, "error_number": number, "source": source}
+
+
+class FakeSlurmrestd:
+    """A slurmrestd + slurmctld pair, as far as the client can tell."""
+
+    def __init__(self, versions=("v0.0.40", "v0.0.41", "v0.0.42"), users=("root", "slurm", "alice")):
+        self.versions = set(versions)
+        self.users = set(users)
+        self.now = NOW + 10
+        self.controller_up = True
+        self.nodes = {
+            "c1": {"name": "c1", "state": ["IDLE"], "reason": "", "gres": "gpu:2", "features": ["x86_64"], "weight": 1},
+            "c2": {"name": "c2", "state": ["IDLE"], "reason": "", "gres": "", "features": [], "weight": 1},
+        }
+        self.jobs = {}
+        self.next_job_id = 100
+        self.requests = []
+        self.inject = []  # queued answers (status, body) or exceptions, used before normal handling
+        self.submit_answers_result_only = False
+
+    # -- plumbing -----------------------------------------------------------
+
+    def transport(self):
+        return httpx.MockTransport(self)
+
+    def calls(self, method=None, path=None):
+        return [r for r in self.requests if (method is None or r["method"] == method) and (path is None or r["path"] == path)]
+
+    @staticmethod
+    def answer(status, body=None, text=None):
+        if text is not None:
+            return httpx.Response(status, text=text)
+        body = dict(body or {})
+        body.setdefault("meta", {"slurm": {"version": {"major": "24", "minor": "11", "micro": "5"}}})
+        body.setdefault("errors", [])
+        body.setdefault("warnings", [])
+        return httpx.Response(status, json=body)
+
+    def _user(self, request):
+        """(authenticated user or None, reason) as slurmctld would decide."""
+        tok = request.headers.get(sr.TOKEN_HEADER)
+        try:
+            claims = jwt.decode_hs256_token(tok, KEY, now=self.now)
+        except jwt.JWTError:
+            return None
+        sun = jwt.token_username(claims)
+        if sun not in self.users:
+            return None
+        user = request.headers.get(sr.USER_HEADER) or sun
+        if user != sun and sun not in ADMINS:
+            return None
+        return user
+
+    def __call__(self, request):
+        body = json.loads(request.content) if request.content else None
+        self.requests.append({
+            "method": request.method,
+            "path": request.url.raw_path.decode("ascii").split("?")[0],
+            "headers": dict(request.headers),
+            "body": body,
+        })
+        if self.inject:
+            item = self.inject.pop(0)
+            if isinstance(item, type) and issubclass(item, Exception):
+                raise item("injected failure", request=request)
+            status, payload = item
+            if isinstance(payload, str):
+                return self.answer(status, text=payload)
+            return self.answer(status, payload)
+
+        parts = request.url.path.strip("/").split("/")
+        if len(parts) < 3 or parts[0] != "slurm" or parts[1] not in self.versions:
+            return self.answer(404, text="Unable to find requested URL")
+        if sr.TOKEN_HEADER not in request.headers:
+            return self.answer(401, text="Authentication failure")
+        user = self._user(request)
+        endpoint, method = parts[2:], request.method
+
+        if endpoint == ["ping"]:
+            up = user is not None and self.controller_up
+            return self.answer(200, {"pings": [{
+                "hostname": "ctl1", "pinged": "UP" if up else "DOWN", "responding": up,
+                "latency": 1234 if up else 0, "mode": "primary", "primary": True,
+            }]})
+        if user is None:
+            return self.answer(511, {"errors": [slurm_error(
+                "Unable to query", "Protocol authentication error", 1007, "slurm_rest_auth")]})
+        if not self.controller_up:
+            return self.answer(500, {"errors": [slurm_error(
+                "Failure to query", "Unable to contact slurm controller (connect failure)", 1001, "_dump")]})
+
+        if endpoint == ["diag"] and method == "GET":
+            return self.answer(200, {"statistics": {"server_thread_count": 1}})
+        if endpoint == ["nodes"] and method == "GET":
+            return self.answer(200, {"nodes": [dict(n) for n in self.nodes.values()]})
+        if len(endpoint) == 2 and endpoint[0] == "node":
+            return self._node(method, endpoint[1], user, body)
+        if endpoint == ["job", "submit"] and method == "POST":
+            return self._submit(user, body)
+        if endpoint == ["jobs"] and method == "GET":
+            return self.answer(200, {"jobs": [dict(j) for j in self.jobs.values()]})
+        if len(endpoint) == 2 and endpoint[0] == "job" and method == "GET":
+            job = self.jobs.get(endpoint[1])
+            if job is None:
+                return self.answer(500, {"errors": [slurm_error(
+                    "Unable to query JobId=%s" % endpoint[1], "Invalid job id specified", 2017, "_handle_job_get")]})
+            return self.answer(200, {"jobs": [dict(job)]})
+        return self.answer(404, text="Unable to find requested URL")
+
+    def _node(self, method, name, user, body):
+        node = self.nodes.get(name)
+        if method == "GET":
+            if node is None:
+                return self.answer(500, {"errors": [slurm_error(
+                    "Failure to query node %s" % name, "Invalid node name specified", 2018, "_dump_nodes")]})
+            return self.answer(200, {"nodes": [dict(node)]})
+        if method != "POST":
+            return self.answer(404, text="Unable to find requested URL")
+        if user not in ADMINS:
+            return self.answer(500, {"errors": [slurm_error(
+                "Failure to update node %s" % name, "Access/permission denied", 2002, "_update_node")]})
+        if node is None:
+            return self.answer(500, {"errors": [slurm_error(
+                "Failure to update node %s" % name, "Invalid node name specified", 2018, "_update_node")]})
+        for key in ("state", "features", "features_act", "address", "hostname", "name"):
+            if key in body and not isinstance(body[key], list):
+                return self.answer(400, {"errors": [slurm_error(
+                    "Expected list for %s" % key, "Unable to parse", 9001, "data_parser")]})
+        for key in ("weight", "resume_after"):
+            if key in body and not isinstance(body[key], dict):
+                return self.answer(400, {"errors": [slurm_error(
+                    "Expected no_val struct for %s" % key, "Unable to parse", 9001, "data_parser")]})
+        for state in body.get("state", []):
+            if state == "DRAIN":
+                if not body.get("reason"):
+                    return self.answer(500, {"errors": [slurm_error(
+                        "Failure to update node %s" % name, "You must specify a reason", 2064, "_update_node")]})
+                node["state"] = [s for s in node["state"] if s != "DRAIN"] + ["DRAIN"]
+            elif state == "RESUME":
+                if not {"DRAIN", "DOWN"} & set(node["state"]):
+                    return self.answer(500, {"errors": [slurm_error(
+                        "Failure to update node %s" % name, "Invalid node state specified", 2030, "_update_node")]})
+                node["state"] = [s for s in node["state"] if s not in ("DRAIN", "DOWN")] or ["IDLE"]
+        for key in ("reason", "gres", "features", "comment", "extra"):
+            if key in body:
+                node[key] = body[key]
+        if "weight" in body:
+            node["weight"] = body["weight"]["number"]
+        return self.answer(200, {})
+
+    def _submit(self, user, body):
+        job = body.get("job") or {}
+        script = body.get("script") or job.get("script")
+        if not script:
+            return self.answer(500, {"errors": [slurm_error(
+                "Batch job submission failed", "Job script not specified", 2009, "_submit")]})
+        if not job.get("environment"):
+            return self.answer(500, {"errors": [slurm_error(
+                "Batch job submission failed", "Environment variables not specified", 2024, "_submit")]})
+        job_id = self.next_job_id
+        self.next_job_id += 1
+        self.jobs[str(job_id)] = {
+            "job_id": job_id, "name": job.get("name", ""), "user_name": user, "job_state": ["PENDING"],
+            "partition": job.get("partition", "debug"),
+        }
+        if self.submit_answers_result_only:  # v0.0.40/41 shape
+            return self.answer(200, {"result": {"job_id": job_id, "step_id": "batch"}})
+        return self.answer(200, {"job_id": job_id, "step_id": "batch", "job_submit_user_msg": ""})
+
+
+class Sleeps(list):
+    def __call__(self, seconds):
+        self.append(seconds)
+
+
+@pytest.fixture
+def fake():
+    return FakeSlurmrestd()
+
+
+@pytest.fixture
+def sleeps():
+    return Sleeps()
+
+
+def make(fake, sleeps=None, **kwargs):
+    kwargs.setdefault("token", token())
+    kwargs.setdefault("user", "root")
+    return sr.SlurmrestdClient(URL, transport=fake.transport(), sleep=sleeps if sleeps is not None else Sleeps(), **kwargs)
+
+
+# --------------------------------------------------------------------------
+# Version probing
+
+
+def test_probes_newest_version_first_and_caches_it(fake):
+    client = make(fake)
+    assert client.version == "v0.0.42"
+    client.nodes()
+    client.nodes()
+    assert [r["path"] for r in fake.requests] == [
+        "/slurm/v0.0.42/ping", "/slurm/v0.0.42/nodes", "/slurm/v0.0.42/nodes"]
+
+
+def test_falls_back_to_an_older_version_on_404():
+    fake = FakeSlurmrestd(versions=("v0.0.40",))
+    client = make(fake)
+    assert client.version == "v0.0.40"
+    assert [r["path"] for r in fake.requests] == [
+        "/slurm/v0.0.42/ping", "/slurm/v0.0.41/ping", "/slurm/v0.0.40/ping"]
+    assert client.nodes()[0]["name"] == "c1"
+    assert fake.requests[-1]["path"] == "/slurm/v0.0.40/nodes"
+
+
+def test_no_supported_version():
+    fake = FakeSlurmrestd(versions=("v0.0.39", "v0.0.43"))
+    client = make(fake)
+    with pytest.raises(sr.UnsupportedVersion) as err:
+        client.ping()
+    assert "v0.0.42, v0.0.41, v0.0.40" in str(err.value)
+    assert err.value.status == 404
+
+
+def test_versions_can_be_chosen(fake):
+    client = make(fake, versions=("v0.0.41",))
+    assert client.version == "v0.0.41"
+    with pytest.raises(ValueError):
+        make(fake, versions=())
+
+
+# --------------------------------------------------------------------------
+# Authentication
+
+
+def test_headers_carry_user_and_token(fake):
+    tok = token("root")
+    make(fake, token=tok, user="root").nodes()
+    headers = fake.requests[-1]["headers"]
+    assert headers["x-slurm-user-name"] == "root"
+    assert headers["x-slurm-user-token"] == tok
+
+
+def test_user_defaults_to_the_token_sun_claim(fake):
+    make(fake, token=token("slurm"), user=None).nodes()
+    assert fake.requests[-1]["headers"]["x-slurm-user-name"] == "slurm"
+
+
+def test_no_token_is_401_authentication_required(fake):
+    client = make(fake, token=None)
+    with pytest.raises(sr.AuthenticationRequired) as err:
+        client.nodes()
+    assert err.value.status == 401
+    assert "no token sent" in str(err.value)
+    assert "x-slurm-user-token" not in fake.requests[-1]["headers"]
+    assert len(fake.requests) == 1, "a 401 is not retried"
+
+
+@pytest.mark.parametrize("bad", [
+    token(key=b"another key" * 3),           # wrong key
+    token(now=NOW - 1000, lifespan=60),      # expired
+    token(user="nobody"),                    # unknown user
+])
+def test_rejected_token_is_511_token_rejected(fake, bad):
+    client = make(fake, token=bad, user=None)
+    assert client.version == "v0.0.42", "ping answers 200 even for a bad token"
+    with pytest.raises(sr.TokenRejected) as err:
+        client.nodes()
+    assert err.value.status == 511
+    assert "token rejected: expired, wrong key, or unknown user" in str(err.value)
+    assert err.value.errors[0]["error_number"] == 1007
+
+
+def test_ping_with_a_bad_token_says_down(fake):
+    pings = make(fake, token=token(now=NOW - 1000, lifespan=60)).ping()
+    assert pings[0]["pinged"] == "DOWN" and not sr.ping_up(pings[0])
+
+
+def test_check_auth_tells_bad_token_from_controller_down(fake):
+    assert sr.ping_up(make(fake).check_auth()[0])
+
+    with pytest.raises(sr.TokenRejected):
+        make(fake, token=token(key=b"wrong" * 8)).check_auth()
+
+    fake.controller_up = False
+    with pytest.raises(sr.SlurmError) as err:
+        make(fake).check_auth()
+    assert not isinstance(err.value, sr.TokenRejected)
+    assert "no slurmctld answers ping (ctl1)" in str(err.value)
+    assert "Unable to contact slurm controller" in str(err.value)
+
+
+def test_token_provider_refreshes_once_after_511(fake):
+    fresh = []
+
+    def provider():
+        fresh.append(token(now=fake.now))
+        return fresh[-1]
+
+    client = make(fake, token=token(now=NOW - 1000, lifespan=60), token_provider=provider)
+    nodes = client.nodes()
+    assert [n["name"] for n in nodes] == ["c1", "c2"]
+    assert len(fresh) == 1
+    assert client.token == fresh[0]
+    assert fake.requests[-1]["headers"]["x-slurm-user-token"] == fresh[0]
+    statuses = [r["path"] for r in fake.calls(path="/slurm/v0.0.42/nodes")]
+    assert len(statuses) == 2, "the refused request, then the retried one"
+
+
+def test_token_provider_is_called_once_only(fake):
+    calls = []
+
+    def provider():
+        calls.append(1)
+        return token(key=b"still wrong" * 3)
+
+    client = make(fake, token=token(key=b"wrong" * 8), token_provider=provider)
+    with pytest.raises(sr.TokenRejected):
+        client.nodes()
+    assert len(calls) == 1
+
+
+def test_token_provider_supplies_the_first_token_and_refreshes_after_401(fake):
+    calls = []
+
+    def provider():
+        calls.append(1)
+        return token(now=fake.now)
+
+    client = make(fake, token=None, token_provider=provider)
+    assert client.nodes()
+    assert len(calls) == 1
+    assert fake.requests[0]["headers"]["x-slurm-user-token"] == client.token
+
+    # a provider that has nothing to give
+    with pytest.raises(sr.AuthenticationRequired):
+        make(fake, token=None, token_provider=lambda: "").nodes()
+
+
+# --------------------------------------------------------------------------
+# Retries
+
+
+def test_retries_503_then_succeeds_with_exponential_backoff(fake, sleeps):
+    client = make(fake, sleeps)
+    client.version  # noqa: B018 - probe first
+    fake.inject = [(503, {}), (503, {})]
+    assert [n["name"] for n in client.nodes()] == ["c1", "c2"]
+    assert sleeps == [0.5, 1.0]
+    assert len(fake.calls(path="/slurm/v0.0.42/nodes")) == 3
+
+
+def test_retries_are_bounded(fake, sleeps):
+    client = make(fake, sleeps, retries=2, backoff=0.1)
+    client.version  # noqa: B018
+    fake.inject = [(502, {}), (504, {}), (503, {}), (503, {})]
+    with pytest.raises(sr.SlurmrestdUnavailable) as err:
+        client.nodes()
+    assert err.value.status == 503
+    assert sleeps == [0.1, 0.2]
+    assert len(fake.calls(path="/slurm/v0.0.42/nodes")) == 3
+
+
+def test_backoff_is_capped(fake, sleeps):
+    client = make(fake, sleeps, retries=8, backoff=10)
+    client.version  # noqa: B018
+    fake.inject = [(503, {})] * 8
+    client.nodes()
+    assert sleeps == [10, 20, 30, 30, 30, 30, 30, 30]
+
+
+def test_connection_errors_are_retried(fake, sleeps):
+    fake.inject = [httpx.ConnectError, httpx.ConnectTimeout]
+    client = make(fake, sleeps)
+    assert client.version == "v0.0.42"
+    assert sleeps == [0.5, 1.0]
+
+
+def test_unreachable_slurmrestd(fake, sleeps):
+    fake.inject = [httpx.ConnectError] * 4
+    with pytest.raises(sr.SlurmrestdUnavailable) as err:
+        make(fake, sleeps).ping()
+    assert "cannot reach slurmrestd at http://ctl1:6820" in str(err.value)
+    assert err.value.status is None
+    assert len(fake.requests) == 4
+
+
+def test_no_retry_on_500_slurm_error(fake, sleeps):
+    client = make(fake, sleeps)
+    client.version  # noqa: B018
+    fake.inject = [(500, {"errors": [slurm_error("Failure to query nodes", "Zero Bytes were transmitted or received",
+                                                 1014, "_dump_nodes")]})]
+    with pytest.raises(sr.SlurmError) as err:
+        client.nodes()
+    assert sleeps == []
+    assert err.value.status == 500
+    assert "Failure to query nodes: Zero Bytes were transmitted or received (error 1014, from _dump_nodes)" in str(err.value)
+    assert len(fake.calls(path="/slurm/v0.0.42/nodes")) == 1
+
+
+@pytest.mark.parametrize("status", [400, 403, 405, 415, 422])
+def test_no_retry_on_4xx(fake, sleeps, status):
+    client = make(fake, sleeps)
+    client.version  # noqa: B018
+    fake.inject = [(status, {"errors": [slurm_error("bad request", "Invalid query", 9000, "x")]})]
+    with pytest.raises(sr.SlurmError) as err:
+        client.nodes()
+    assert err.value.status == status
+    assert sleeps == []
+
+
+def test_job_submission_is_not_repeated_when_it_may_have_reached_slurm(fake, sleeps):
+    client = make(fake, sleeps)
+    client.version  # noqa: B018
+    fake.inject = [(502, {})]
+    with pytest.raises(sr.SlurmrestdUnavailable):
+        client.submit_job("#!/bin/sh\ntrue\n")
+    fake.inject = [httpx.ReadTimeout]
+    with pytest.raises(sr.SlurmrestdUnavailable):
+        client.submit_job("#!/bin/sh\ntrue\n")
+    assert fake.jobs == {}
+    assert sleeps == []
+    # ... but repeated when it cannot have: connection refused, or 503
+    fake.inject = [httpx.ConnectError, (503, {})]
+    assert client.submit_job("#!/bin/sh\ntrue\n") == 100
+    assert sleeps == [0.5, 1.0]
+
+
+def test_reads_are_repeated_after_a_read_timeout(fake, sleeps):
+    client = make(fake, sleeps)
+    client.version  # noqa: B018
+    fake.inject = [httpx.ReadTimeout, httpx.RemoteProtocolError]
+    assert len(client.nodes()) == 2
+    assert sleeps == [0.5, 1.0]
+
+
+# --------------------------------------------------------------------------
+# Errors
+
+
+def test_errors_list_in_a_200_answer_is_a_slurm_error(fake):
+    client = make(fake)
+    client.version  # noqa: B018
+    fake.inject = [(200, {"nodes": [], "errors": [slurm_error("Something odd", "Unspecified error", 1, "x")]})]
+    with pytest.raises(sr.SlurmError) as err:
+        client.nodes()
+    assert err.value.status == 200
+    assert "Something odd: Unspecified error" in str(err.value)
+
+
+def test_unknown_endpoint_is_not_found(fake):
+    client = make(fake)
+    with pytest.raises(sr.NotFound) as err:
+        client.request("GET", "no/such/endpoint")
+    assert err.value.status == 404
+    assert "GET /slurm/v0.0.42/no/such/endpoint: HTTP 404: Unable to find requested URL" in str(err.value)
+
+
+def test_answer_that_is_not_json(fake):
+    client = make(fake)
+    client.version  # noqa: B018
+    fake.inject = [(200, "<html>proxy says hi</html>"), (500, "Internal error, no JSON")]
+    with pytest.raises(sr.SlurmrestdError, match="not a JSON object"):
+        client.nodes()
+    with pytest.raises(sr.SlurmError, match="HTTP 500: Internal error, no JSON"):
+        client.nodes()
+
+
+def test_not_found_on_404_from_newer_slurm(fake):
+    client = make(fake)
+    client.version  # noqa: B018
+    fake.inject = [(404, {"errors": [slurm_error("Unable to query JobId=7", "Invalid job id specified", 2017, "x")]})]
+    assert client.job(7) is None
+
+
+def test_describe_errors():
+    assert sr.describe_errors([]) == ""
+    assert sr.describe_errors([{"error": "E", "description": "E", "error_number": 0}]) == "E"
+    assert sr.describe_errors(["plain"]) == "plain"
+    assert sr.describe_errors([{}]) == "unknown error"
+    two = sr.describe_errors([slurm_error("a", "b", 1, "s"), {"description": "c"}])
+    assert two == "a: b (error 1, from s); c"
+
+
+def test_error_to_dict():
+    err = sr.SlurmError("boom", 500, [{"error": "x"}])
+    assert err.to_dict() == {"status": 500, "errors": [{"error": "x"}]}
+    assert str(err) == "boom"
+
+
+# --------------------------------------------------------------------------
+# Nodes
+
+
+def test_nodes_and_node(fake):
+    client = make(fake)
+    assert [n["name"] for n in client.nodes()] == ["c1", "c2"]
+    assert client.node("c1")["gres"] == "gpu:2"
+    assert client.node("nope") is None
+    assert fake.requests[-1]["path"] == "/slurm/v0.0.42/node/nope"
+
+
+def test_update_node_sends_the_full_body(fake):
+    client = make(fake)
+    client.update_node("c2", state="drain", reason="disk", weight=5, features="gpu, nvme",
+                       resume_after=None, comment="swap disk")
+    call = fake.calls("POST")[-1]
+    assert call["path"] == "/slurm/v0.0.42/node/c2"
+    assert call["body"] == {
+        "state": ["DRAIN"],
+        "reason": "disk",
+        "weight": {"set": True, "infinite": False, "number": 5},
+        "features": ["gpu", "nvme"],
+        "comment": "swap disk",
+    }
+    assert call["headers"]["content-type"] == "application/json"
+    assert fake.nodes["c2"]["state"] == ["IDLE", "DRAIN"]
+    assert fake.nodes["c2"]["weight"] == 5
+
+
+def test_update_node_rejects_unknown_fields_before_sending(fake):
+    client = make(fake)
+    with pytest.raises(ValueError, match="unknown node update field.*colour"):
+        client.update_node("c1", colour="red")
+    with pytest.raises(ValueError, match="at least one field"):
+        client.update_node("c1", reason=None)
+    assert fake.calls("POST") == []
+
+
+def test_drain_and_resume(fake):
+    client = make(fake)
+    client.drain_node("c1", "maintenance")
+    assert fake.calls("POST")[-1]["body"] == {"state": ["DRAIN"], "reason": "maintenance"}
+    assert sr.node_states(client.node("c1")) == ["IDLE", "DRAIN"]
+    client.resume_node("c1")
+    assert fake.calls("POST")[-1]["body"] == {"state": ["RESUME"]}
+    assert sr.node_states(client.node("c1")) == ["IDLE"]
+    # Slurm refuses RESUME for a node that is neither drained nor down
+    with pytest.raises(sr.SlurmError, match="Invalid node state specified"):
+        client.resume_node("c1")
+    with pytest.raises(ValueError, match="reason"):
+        client.drain_node("c1", "  ")
+
+
+def test_set_node_gres_replaces_the_whole_string(fake):
+    client = make(fake)
+    client.set_node_gres("c1", "shard:8")
+    assert fake.calls("POST")[-1]["body"] == {"gres": "shard:8"}
+    assert fake.nodes["c1"]["gres"] == "shard:8"
+    client.set_node_gres("c1", ["gpu:2", "shard:8"])
+    assert fake.calls("POST")[-1]["body"] == {"gres": "gpu:2,shard:8"}
+
+
+def test_node_updates_need_an_admin(fake):
+    client = make(fake, token=token("alice"), user="alice")
+    with pytest.raises(sr.SlurmError) as err:
+        client.drain_node("c1", "x")
+    assert "Access/permission denied" in str(err.value)
+    assert err.value.errors[0]["error_number"] == 2002
+
+
+def test_updating_an_unknown_node_is_not_found(fake):
+    with pytest.raises(sr.NotFound, match="Invalid node name specified"):
+        make(fake).drain_node("c9", "x")
+
+
+def test_node_names_are_quoted(fake):
+    make(fake).node("a/b c")
+    assert fake.requests[-1]["path"] == "/slurm/v0.0.42/node/a%2Fb%20c"
+
+
+# --------------------------------------------------------------------------
+# Jobs
+
+
+def test_submit_job_and_read_it_back(fake):
+    client = make(fake)
+    job_id = client.submit_job(
+        "#!/bin/bash\nhostname\n",
+        name="hello",
+        partition="debug",
+        current_working_directory="/tmp",
+        environment={"PATH": "/bin:/usr/bin", "LANG": "C"},
+        nodes="1",
+        tasks=1,
+        time_limit=5,
+    )
+    assert job_id == 100
+    call = fake.calls("POST")[-1]
+    assert call["path"] == "/slurm/v0.0.42/job/submit"
+    assert call["body"] == {
+        "script": "#!/bin/bash\nhostname\n",
+        "job": {
+            "name": "hello",
+            "partition": "debug",
+            "current_working_directory": "/tmp",
+            "environment": ["PATH=/bin:/usr/bin", "LANG=C"],
+            "nodes": "1",
+            "tasks": 1,
+            "time_limit": {"set": True, "infinite": False, "number": 5},
+        },
+    }
+    job = client.job(job_id)
+    assert job["name"] == "hello" and sr.job_states(job) == ["PENDING"]
+    assert not sr.job_finished(job)
+    assert [j["job_id"] for j in client.jobs()] == [100]
+
+
+def test_submit_job_gives_a_default_environment(fake):
+    make(fake).submit_job("#!/bin/sh\ntrue\n")
+    env = fake.calls("POST")[-1]["body"]["job"]["environment"]
+    assert env == list(sr.DEFAULT_JOB_ENVIRONMENT)
+
+
+def test_submit_job_reads_the_older_result_shape(fake):
+    fake.submit_answers_result_only = True
+    assert make(fake).submit_job("#!/bin/sh\ntrue\n") == 100
+
+
+def test_submit_job_validates_the_script(fake):
+    client = make(fake)
+    with pytest.raises(ValueError, match="needs a script"):
+        client.submit_job("")
+    with pytest.raises(ValueError, match="#!"):
+        client.submit_job("hostname\n")
+    with pytest.raises(ValueError, match="first argument"):
+        sr.job_submit_body("#!/bin/sh\n", {"script": "#!/bin/sh\n"})
+    assert fake.calls("POST") == []
+
+
+def test_submit_job_without_job_id_in_answer(fake):
+    client = make(fake)
+    client.version  # noqa: B018
+    fake.inject = [(200, {"step_id": "batch"})]
+    with pytest.raises(sr.SlurmError, match="no job_id"):
+        client.submit_job("#!/bin/sh\ntrue\n")
+
+
+def test_unknown_job_is_none(fake):
+    assert make(fake).job(4242) is None
+
+
+def test_job_state_helpers():
+    assert sr.job_states({"job_state": "RUNNING"}) == ["RUNNING"]
+    assert sr.job_states({}) == []
+    assert sr.job_finished({"job_state": ["COMPLETED"]})
+    assert sr.job_finished({"job_state": ["FAILED", "REQUEUED"]}) is True
+    assert not sr.job_finished({"job_state": ["RUNNING", "COMPLETING"]})
+    assert sr.node_states({"state": "IDLE"}) == ["IDLE"]
+    assert sr.node_states(None) == []
+
+
+def test_no_val_helpers():
+    assert sr.no_val(5) == {"set": True, "infinite": False, "number": 5}
+    assert sr.no_val(None) == {"set": False, "infinite": False, "number": 0}
+    assert sr.no_val("UNLIMITED") == {"set": True, "infinite": True, "number": 0}
+    assert sr.no_val({"set": True, "number": 1}) == {"set": True, "number": 1}
+    with pytest.raises(ValueError):
+        sr.no_val(True)
+    assert sr.from_no_val({"set": True, "infinite": False, "number": 7}) == 7
+    assert sr.from_no_val({"set": False, "infinite": False, "number": 0}) is None
+    assert sr.from_no_val({"set": True, "infinite": True, "number": 0}) == float("inf")
+    assert sr.from_no_val(3) == 3
+    assert sr.as_list("a, b,,c") == ["a", "b", "c"]
+    assert sr.as_list(None) == []
+    assert sr.as_list(("x", 1)) == ["x", "1"]
+
+
+# --------------------------------------------------------------------------
+# Construction, Ansible glue, httpx absence
+
+
+def test_unix_socket_transport():
+    client = sr.SlurmrestdClient(user="root", token=token(), unix_socket="/run/slurmrestd/slurmrestd.socket")
+    try:
+        assert isinstance(client._http._transport, httpx.HTTPTransport)
+        assert client._http._transport._pool._uds == "/run/slurmrestd/slurmrestd.socket"
+        assert str(client._http.base_url) == "http://localhost:6820"
+    finally:
+        client.close()
+
+
+def test_unix_socket_unreachable_message(tmp_path, sleeps):
+    missing = str(tmp_path / "no.socket")
+    with sr.SlurmrestdClient(user="root", token=token(), unix_socket=missing, retries=1, sleep=sleeps) as client:
+        with pytest.raises(sr.SlurmrestdUnavailable, match="unix socket " + missing):
+            client.ping()
+    assert sleeps == [0.5]
+
+
+def test_argument_spec_matches_the_doc_fragment():
+    options = yaml.safe_load(ModuleDocFragment.DOCUMENTATION)["options"]
+    spec = sr.slurmrestd_argument_spec()
+    assert set(options) == set(spec)
+    for name, doc in options.items():
+        assert doc["type"] == spec[name]["type"], name
+        assert doc.get("default") == spec[name].get("default"), name
+        assert bool(doc.get("no_log")) is False, "no_log is an argument_spec key, not a doc key"
+    assert spec["slurmrestd_token"]["no_log"] is True
+
+
+def test_client_from_params(fake):
+    params = {
+        "slurmrestd_url": "http://ctl1:6820/",
+        "slurmrestd_unix_socket": None,
+        "slurmrestd_user": None,
+        "slurmrestd_token": token("slurm"),
+        "slurmrestd_timeout": 3.0,
+        "slurmrestd_validate_certs": True,
+    }
+    client = sr.client_from_params(params, transport=fake.transport())
+    assert client.url == "http://ctl1:6820"
+    client.nodes()
+    assert fake.requests[-1]["headers"]["x-slurm-user-name"] == "slurm"
+
+
+def test_client_fails_clearly_without_httpx(monkeypatch):
+    monkeypatch.setattr(sr, "HAS_HTTPX", False)
+    with pytest.raises(sr.HttpxMissing) as err:
+        sr.SlurmrestdClient(URL, "root")
+    assert "install python3-httpx (Debian/Ubuntu) or pip install httpx" in str(err.value)
+
+    class Module:
+        params = {}
+
+        def fail_json(self, **kwargs):
+            raise RuntimeError(kwargs["msg"])
+
+    with pytest.raises(RuntimeError, match="pip install httpx"):
+        sr.client_from_module(Module())
+
+
+def test_module_imports_without_httpx():
+    code = (
+        "import sys; sys.modules['httpx'] = None\n"
+        "from ansible_collections.hybridhpc.slurm.plugins.module_utils import slurmrestd as sr\n"
+        "assert not sr.HAS_HTTPX and isinstance(sr.HTTPX_IMPORT_ERROR, ImportError)\n"
+        "try:\n"
+        "    sr.SlurmrestdClient('http://x:6820', 'root')\n"
+        "except sr.HttpxMissing as err:\n"
+        "    print(err)\n"
+    )
+    collections = pathlib.Path(__file__).resolve().parents[4] / ".collections"
+    env = dict(os.environ, PYTHONPATH=str(collections))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "install python3-httpx (Debian/Ubuntu) or pip install httpx" in proc.stdout
