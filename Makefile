@@ -11,7 +11,7 @@ export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 export ANSIBLE_FORCE_COLOR ?= 0
 export PY_COLORS ?= 0
 LAB_INVENTORY ?= inventories/lab/hosts.yml
-LAB_CTL := lab-ctl1
+LAB_CTL := onprem-ctl1
 
 .PHONY: lab lab-down lab-status test lint sanity unit molecule bench build deps docker image clean
 
@@ -40,6 +40,7 @@ lab: docker deps image
 	@echo "make: ansible-playbook playbooks/site.yml (lab)"
 	@$(BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/site.yml
 	@lab/smoke.sh $(LAB_CTL)
+	@echo "make: lab is up (make lab-down removes it); a second 'make lab' re-runs site.yml, expecting changed=0"
 
 lab-down:
 	@$(PY) lab/labctl.py down 2>/dev/null || python3 lab/labctl.py down
@@ -63,9 +64,15 @@ unit: deps
 	@echo "make: pytest unit tests"
 	@$(BIN)/pytest -q tests/unit
 
+MOLECULE_SCENARIOS ?= default federation
+
 molecule: deps image
-	@echo "make: molecule test (default scenario: 3-node cluster with accounting)"
-	@cd extensions && HYBRIDHPC_LAB_IMAGE=$$(cat ../.lab-image) $(BIN)/molecule test -s default
+	@for s in $(MOLECULE_SCENARIOS); do \
+	  echo "make: molecule test -s $$s"; \
+	  start=$$(date +%s); \
+	  (cd extensions && HYBRIDHPC_LAB_IMAGE=$$(cat ../.lab-image) $(BIN)/molecule test -s $$s) || exit 1; \
+	  echo "make: molecule scenario $$s passed in $$(( $$(date +%s) - start ))s"; \
+	done
 
 bench: deps
 	@$(PY) tests/bench/bench_hostlist.py

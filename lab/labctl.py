@@ -24,6 +24,11 @@ import yaml
 LABEL = "hybridhpc.lab"
 DEFAULT_NETWORK = "hybridhpc-lab"
 
+# The peering point between the clusters' networks (like a VPC peering
+# connection): it forwards between the networks, and every other container
+# routes the peer networks through it. Cutting it cuts the peering.
+ROUTER_FLAGS = ["--sysctl", "net.ipv4.ip_forward=1", "--cap-add", "NET_ADMIN"]
+
 COMPUTE_FLAGS = [
     "--cap-add", "SYS_ADMIN",
     "--cap-add", "DAC_READ_SEARCH",
@@ -104,6 +109,10 @@ def up(inventory: str, image: str) -> None:
         ]
         if hvars.get("lab_profile") == "compute":
             flags += COMPUTE_FLAGS + loop_devices()
+        if hvars.get("lab_profile") == "router":
+            flags += ROUTER_FLAGS
+        elif any(h.get("lab_profile") == "router" for h in hosts.values()):
+            flags += ["--cap-add", "NET_ADMIN"]
         log(f"container {host} on {', '.join(nets)}")
         res = docker(*flags, image, check=False)
         if res.returncode != 0:
@@ -115,6 +124,44 @@ def up(inventory: str, image: str) -> None:
         for net in nets[1:]:
             docker("network", "connect", "--alias", host, net, host)
     wait_running(hosts)
+    route_through_routers(hosts)
+
+
+def network_subnet(name: str) -> str:
+    return docker("network", "inspect", "-f", "{{(index .IPAM.Config 0).Subnet}}", name).stdout.strip()
+
+
+def container_ip(host: str, network: str) -> str:
+    fmt = "{{(index .NetworkSettings.Networks \"%s\").IPAddress}}" % network
+    return docker("inspect", "-f", fmt, host).stdout.strip()
+
+
+def route_through_routers(hosts: dict[str, dict]) -> None:
+    """Give every host a route to each peer network through the router on its own network."""
+    routers = [h for h, v in hosts.items() if v.get("lab_profile") == "router"]
+    for router in routers:
+        router_nets = hosts[router].get("lab_networks") or [DEFAULT_NETWORK]
+        for host, hvars in hosts.items():
+            if host == router:
+                continue
+            own = (hvars.get("lab_networks") or [DEFAULT_NETWORK])[0]
+            if own not in router_nets:
+                continue
+            via = container_ip(router, own)
+            for peer in router_nets:
+                if peer == own:
+                    continue
+                subnet = network_subnet(peer)
+                docker("exec", host, "ip", "route", "replace", subnet, "via", via)
+        log(f"{router} routes between {', '.join(router_nets)}")
+
+
+def peering(router: str, network: str, connect: bool) -> None:
+    """Cut (disconnect) or restore (connect) the router's leg on one network."""
+    if connect:
+        docker("network", "connect", network, router)
+    else:
+        docker("network", "disconnect", network, router)
 
 
 def wait_running(hosts: dict[str, dict], timeout: float = 60) -> None:
@@ -132,7 +179,19 @@ def wait_running(hosts: dict[str, dict], timeout: float = 60) -> None:
     log(f"{len(hosts)} containers running systemd")
 
 
-def down() -> None:
+def down(inventory: str | None = None) -> None:
+    """Remove the lab: everything labelled, or only one inventory's hosts and networks."""
+    if inventory:
+        hosts = load_hosts(inventory)
+        names = [h for h in hosts if container_state(h) is not None]
+        if names:
+            log(f"removing {len(names)} containers")
+            docker("rm", "-f", *names)
+        nets = {n for v in hosts.values() for n in (v.get("lab_networks") or [DEFAULT_NETWORK])}
+        for net in sorted(nets):
+            if docker("network", "inspect", net, check=False).returncode == 0:
+                docker("network", "rm", net, check=False)
+        return
     names = docker("ps", "-aq", "--filter", f"label={LABEL}").stdout.split()
     if names:
         log(f"removing {len(names)} containers")
@@ -172,15 +231,25 @@ def main() -> None:
     p_up = sub.add_parser("up")
     p_up.add_argument("--inventory", default="inventories/lab/hosts.yml")
     p_up.add_argument("--image", required=True)
-    sub.add_parser("down")
+    p_peer = sub.add_parser("peering", help="cut or restore the router's leg on a network (fault tests)")
+    p_peer.add_argument("action", choices=["cut", "restore"])
+    p_peer.add_argument("--router", default="peer-rtr")
+    p_peer.add_argument("--network", required=True)
+    p_peer.add_argument("--inventory", default="inventories/lab/hosts.yml")
+    p_down = sub.add_parser("down")
+    p_down.add_argument("--inventory", help="only this inventory's hosts and networks (default: the whole lab)")
     sub.add_parser("status")
     args = parser.parse_args()
     if not shutil.which("docker"):
         sys.exit("lab: docker is not installed (make lab installs docker.io when run as root)")
     if args.cmd == "up":
         up(args.inventory, args.image)
+    elif args.cmd == "peering":
+        peering(args.router, args.network, args.action == "restore")
+        if args.action == "restore":
+            route_through_routers(load_hosts(args.inventory))
     elif args.cmd == "down":
-        down()
+        down(args.inventory)
     else:
         status()
 

@@ -1,18 +1,32 @@
 #!/usr/bin/env bash
-# Submit a job on the lab controller and show it COMPLETED in sinfo/sacct.
+# Submit a job on the lab's on-prem controller and show it COMPLETED in
+# sinfo/sacct; show the federation and a job sent to the cloud cluster.
 set -euo pipefail
-ctl="${1:-lab-ctl1}"
+ctl="${1:-onprem-ctl1}"
 run() { docker exec "$ctl" "$@"; }
-echo "lab: sinfo"
-run sinfo
+
+wait_completed() {  # job id, sacct cluster option
+  local state=""
+  for _ in $(seq 90); do
+    state=$(run sacct "$2" -X -n -P -j "$1" -o State | head -1)
+    case "$state" in
+      COMPLETED) return 0 ;;
+      FAILED|CANCELLED*|NODE_FAIL|TIMEOUT|OUT_OF_MEMORY) break ;;
+    esac
+    sleep 1
+  done
+  echo "lab: job $1 ended ${state:-without a state}" >&2
+  return 1
+}
+
+echo "lab: sinfo --federation"
+run sinfo --federation
 jobid=$(run sbatch --parsable --wrap 'hostname; sleep 1')
-echo "lab: submitted job $jobid"
-for _ in $(seq 60); do
-  state=$(run sacct -X -n -P -j "$jobid" -o State | head -1)
-  [ "$state" = COMPLETED ] && break
-  case "$state" in FAILED|CANCELLED*|NODE_FAIL|TIMEOUT|OUT_OF_MEMORY) break ;; esac
-  sleep 1
-done
-run sacct -X -j "$jobid" -o JobID,JobName,Partition,NodeList,State,ExitCode
-[ "$state" = COMPLETED ] || { echo "lab: job $jobid ended $state" >&2; exit 1; }
+echo "lab: submitted job $jobid on $ctl"
+wait_completed "$jobid" --federation
+run sacct --federation -X -j "$jobid" -o JobID,JobName,Cluster,Partition,NodeList,State,ExitCode
 echo "lab: job $jobid COMPLETED"
+cloudjob=$(run sbatch -M cloud --parsable --wrap hostname | cut -d';' -f1)
+wait_completed "$cloudjob" -Mcloud
+run sacct -M cloud -X -j "$cloudjob" -o JobID,JobName,Cluster,NodeList,State
+echo "lab: sbatch -M cloud job $cloudjob COMPLETED"

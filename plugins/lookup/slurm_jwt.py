@@ -114,6 +114,7 @@ _raw:
     - eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJleHAiOjE3MDAwMDAzMDAsImlhdCI6MTcwMDAwMDAwMCwic3VuIjoicm9vdCJ9.c2lnbmF0dXJl
 """
 
+# Imports follow the documentation (ansible-test validate-modules rule), hence E402.
 import base64
 import binascii
 import os

@@ -598,18 +598,33 @@ class SlurmrestdClient:
         return list(self.request("GET", "nodes").get("nodes") or [])
 
     def node(self, name):
-        """One node, or ``None`` when Slurm does not know it."""
+        """One node, or ``None`` when Slurm does not know it.
+
+        An unknown node is error 2018 (ESLURM_INVALID_NODE_NAME); should
+        slurmrestd report it otherwise (a bare "Failure to query node"), a
+        node missing from ``nodes()`` also reads as ``None``.
+        """
         try:
             found = self.request("GET", "node/" + quote(str(name), safe="")).get("nodes") or []
         except NotFound:
             return None
+        except SlurmError as err:
+            if err.status is not None and err.status >= 500 and all(n.get("name") != name for n in self.nodes()):
+                return None
+            raise
         for entry in found:
             if entry.get("name") == name:
                 return entry
         return found[0] if found else None
 
-    def update_node(self, name, **fields):
-        """``POST /node/{name}`` with an ``update_node_msg`` built from ``fields``."""
+    def update_node(self, name, /, **fields):
+        """``POST /node/{name}`` with an ``update_node_msg`` built from ``fields``.
+
+        ``name`` is positional-only, so the ``name`` field (NodeName list) can
+        still be given. List fields take a list or a comma-separated string;
+        ``state`` values are upper-cased; ``weight``/``resume_after`` take a
+        number.
+        """
         body = node_update_body(fields)
         return self.request("POST", "node/" + quote(str(name), safe=""), body=body)
 
@@ -631,7 +646,7 @@ class SlurmrestdClient:
 
     # -- jobs --------------------------------------------------------------
 
-    def submit_job(self, script, **job_fields):
+    def submit_job(self, script, /, **job_fields):
         """Submit a batch job; return its job id.
 
         ``job_fields`` are ``job_desc_msg`` fields (``name``, ``partition``,

@@ -541,6 +541,22 @@ def test_nodes_and_node(fake):
     assert fake.requests[-1]["path"] == "/slurm/v0.0.42/node/nope"
 
 
+def test_unknown_node_without_error_number_is_none(fake):
+    client = make(fake)
+    client.version  # noqa: B018
+    fake.inject = [(500, {"errors": [slurm_error("Failure to query node c9", "Unspecified error", 0, "_dump_nodes")]})]
+    assert client.node("c9") is None
+    assert [r["path"] for r in fake.requests[-2:]] == ["/slurm/v0.0.42/node/c9", "/slurm/v0.0.42/nodes"]
+    # ... but a failure for a node that exists is an error
+    fake.inject = [(500, {"errors": [slurm_error("Failure to query node c1", "Unspecified error", 0, "_dump_nodes")]})]
+    with pytest.raises(sr.SlurmError, match="Failure to query node c1"):
+        client.node("c1")
+    # ... and so is slurmctld being away
+    fake.controller_up = False
+    with pytest.raises(sr.SlurmError, match="Unable to contact slurm controller"):
+        client.node("c1")
+
+
 def test_update_node_sends_the_full_body(fake):
     client = make(fake)
     client.update_node("c2", state="drain", reason="disk", weight=5, features="gpu, nvme",
@@ -557,6 +573,11 @@ def test_update_node_sends_the_full_body(fake):
     assert call["headers"]["content-type"] == "application/json"
     assert fake.nodes["c2"]["state"] == ["IDLE", "DRAIN"]
     assert fake.nodes["c2"]["weight"] == 5
+
+
+def test_update_node_name_field_is_a_list(fake):
+    make(fake).update_node("c1", name="c1", address="10.0.0.5", hostname=["c1"], comment="x")
+    assert fake.calls("POST")[-1]["body"] == {"name": ["c1"], "address": ["10.0.0.5"], "hostname": ["c1"], "comment": "x"}
 
 
 def test_update_node_rejects_unknown_fields_before_sending(fake):
@@ -665,7 +686,7 @@ def test_submit_job_validates_the_script(fake):
     with pytest.raises(ValueError, match="#!"):
         client.submit_job("hostname\n")
     with pytest.raises(ValueError, match="first argument"):
-        sr.job_submit_body("#!/bin/sh\n", {"script": "#!/bin/sh\n"})
+        client.submit_job("#!/bin/sh\n", script="#!/bin/sh\n")
     assert fake.calls("POST") == []
 
 

@@ -1,0 +1,429 @@
+"""Every Kubernetes call the copilot makes, behind one small interface.
+
+Objects travel as plain dicts, exactly as the API server sends them (the
+copilot never needs the client's model classes, whose shape changed between
+python3-kubernetes 22 in Debian 12 and the releases on PyPI). Three kinds are
+read: ``genericnodes`` (cluster-scoped custom resource), ``pods`` and ``nodes``;
+writes are few and all conditional:
+
+* the GenericNode status (the ledger): ``PUT .../status`` carrying the
+  resourceVersion read, so a concurrent writer makes it fail with 409;
+* the GenericNode itself, only for its finalizer (``PUT``, same rule);
+* one annotation on a Node (a merge patch of ``metadata.annotations``).
+
+Errors: :class:`Conflict` (409), :class:`Gone` (410: watch from a fresh
+list), :class:`TemporaryError` (5xx, 429, no connection: retry with backoff)
+and :class:`PermanentError` (401, 403, 404 of a whole API, 422: report).
+A missing object is not an error: ``get_object`` answers ``None``.
+
+:class:`KubeClient` uses the ``kubernetes`` package and a kubeconfig (or the
+in-cluster service account); :class:`FakeKube` is an in-memory API server
+with resourceVersions, watch windows and fault injection, for tests.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Callable, Protocol
+
+from . import names
+
+GENERICNODES, PODS, NODES, SECRETS = "genericnodes", "pods", "nodes", "secrets"
+NAMESPACED = frozenset((PODS, SECRETS))
+
+
+class KubeError(Exception):
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class Conflict(KubeError):
+    """409: the object changed since it was read (or already exists)."""
+
+
+class Gone(KubeError):
+    """410: the watch's resourceVersion left the server's window: list again."""
+
+
+class NotFound(KubeError):
+    """404 for an object a write needed."""
+
+
+class TemporaryError(KubeError):
+    """The API server did not answer, or answered 429/5xx: retry with backoff."""
+
+
+class PermanentError(KubeError):
+    """The request can never succeed as it is (401, 403, 400, 422, missing CRD): report it."""
+
+
+def error_for(status: int | None, message: str) -> KubeError:
+    if status == 409:
+        return Conflict(message, status)
+    if status == 410:
+        return Gone(message, status)
+    if status == 404:
+        return NotFound(message, status)
+    if status is None or status == 429 or status >= 500:
+        return TemporaryError(message, status)
+    return PermanentError(message, status)
+
+
+class Kube(Protocol):
+    def list_objects(self, kind: str, label_selector: str | None = None) -> tuple[list[dict], str]:
+        """Every object of ``kind`` and the list's resourceVersion."""
+
+    def watch_objects(self, kind: str, resource_version: str, timeout_seconds: int = 300,
+                      label_selector: str | None = None) -> Iterator[tuple[str, dict]]:
+        """``(type, object)`` events after ``resource_version`` (ADDED, MODIFIED, DELETED, BOOKMARK)."""
+
+    def get_object(self, kind: str, name: str, namespace: str | None = None) -> dict | None: ...
+
+    def replace_status(self, obj: dict) -> dict:
+        """PUT a GenericNode's status (``obj`` carries metadata.name and resourceVersion)."""
+
+    def replace_object(self, obj: dict) -> dict:
+        """PUT a GenericNode (metadata and spec; the status is not written this way)."""
+
+    def annotate_node(self, name: str, key: str, value: str | None) -> dict: ...
+
+
+def object_key(obj: dict) -> str:
+    meta = obj.get("metadata") or {}
+    return "%s/%s" % (meta.get("namespace"), meta.get("name")) if meta.get("namespace") else str(meta.get("name"))
+
+
+def label_selector_matches(selector: str | None, labels: dict | None) -> bool:
+    """Equality-based selectors (``a=b,c!=d``), enough for the copilot's own lists."""
+    labels = labels or {}
+    for term in (selector or "").split(","):
+        term = term.strip()
+        if not term:
+            continue
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key.strip()) == value.strip():
+                return False
+        elif "=" in term:
+            key, value = term.replace("==", "=").split("=", 1)
+            if labels.get(key.strip()) != value.strip():
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+# -- the real client ----------------------------------------------------------------------
+
+
+class KubeClient:
+    """The Kubernetes API through the ``kubernetes`` package (python3-kubernetes 22.6 or later).
+
+    Only calls every version since 22.6 has, with ``_preload_content=False``
+    so answers arrive as raw JSON; writes are ``PUT`` (no patch content-type
+    guessing, which differs between versions) except the Node annotation, a
+    patch core kinds accept in every content type the client may pick.
+    """
+
+    def __init__(self, kubeconfig: str | None = None, context: str | None = None, api_client=None,
+                 request_timeout: float = 30.0):
+        from kubernetes import client, config
+
+        if api_client is None:
+            configuration = client.Configuration()
+            if kubeconfig or not _in_cluster():
+                config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
+            else:
+                config.load_incluster_config(client_configuration=configuration)
+            api_client = client.ApiClient(configuration)
+        self.api_client = api_client
+        self.core = client.CoreV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+        self.request_timeout = request_timeout
+        from kubernetes.client.rest import ApiException
+
+        self._api_exception = ApiException
+
+    # -- plumbing ------------------------------------------------------------------
+    def _call(self, what: str, method: Callable, *args, **kwargs):
+        import urllib3
+
+        kwargs.setdefault("_request_timeout", self.request_timeout)
+        try:
+            response = method(*args, _preload_content=False, **kwargs)
+        except self._api_exception as err:
+            raise error_for(err.status, "%s: HTTP %s %s: %s" % (what, err.status, err.reason, _status_message(err.body))) from err
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            raise TemporaryError("%s: %s: %s" % (what, type(err).__name__, err)) from err
+        return response
+
+    def _json(self, what: str, method: Callable, *args, **kwargs) -> dict:
+        response = self._call(what, method, *args, **kwargs)
+        try:
+            return json.loads(response.data)
+        except ValueError as err:
+            raise TemporaryError("%s: the answer is not JSON: %s" % (what, err)) from err
+
+    def _list_method(self, kind: str):
+        return {
+            GENERICNODES: lambda **kw: self.custom.list_cluster_custom_object(names.GROUP, names.VERSION, names.PLURAL, **kw),
+            PODS: self.core.list_pod_for_all_namespaces,
+            NODES: self.core.list_node,
+        }[kind]
+
+    # -- the interface ---------------------------------------------------------------
+    def list_objects(self, kind, label_selector=None):
+        kwargs = {"label_selector": label_selector} if label_selector else {}
+        data = self._json("list %s" % kind, self._list_method(kind), **kwargs)
+        return list(data.get("items") or []), str((data.get("metadata") or {}).get("resourceVersion") or "")
+
+    def watch_objects(self, kind, resource_version, timeout_seconds=300, label_selector=None):
+        kwargs = {"watch": True, "resource_version": resource_version, "timeout_seconds": int(timeout_seconds),
+                  "allow_watch_bookmarks": True, "_request_timeout": (10, timeout_seconds + 30)}
+        if label_selector:
+            kwargs["label_selector"] = label_selector
+        response = self._call("watch %s" % kind, self._list_method(kind), **kwargs)
+        try:
+            for line in _lines(response):
+                try:
+                    event = json.loads(line)
+                except ValueError as err:
+                    raise TemporaryError("watch %s: bad event line: %s" % (kind, err)) from err
+                kind_of_event, obj = event.get("type"), event.get("object") or {}
+                if kind_of_event == "ERROR":
+                    raise error_for(obj.get("code") or 500, "watch %s: %s" % (kind, obj.get("message")))
+                yield kind_of_event, obj
+        except OSError as err:
+            raise TemporaryError("watch %s: %s" % (kind, err)) from err
+        finally:
+            response.release_conn()
+
+    def get_object(self, kind, name, namespace=None):
+        try:
+            if kind == GENERICNODES:
+                return self._json("get genericnode %s" % name, self.custom.get_cluster_custom_object,
+                                  names.GROUP, names.VERSION, names.PLURAL, name)
+            if kind == PODS:
+                return self._json("get pod %s/%s" % (namespace, name), self.core.read_namespaced_pod, name, namespace)
+            if kind == NODES:
+                return self._json("get node %s" % name, self.core.read_node, name)
+            if kind == SECRETS:
+                return self._json("get secret %s/%s" % (namespace, name), self.core.read_namespaced_secret, name, namespace)
+        except NotFound:
+            return None
+        raise ValueError("unknown kind %s" % kind)
+
+    def replace_status(self, obj):
+        name = obj["metadata"]["name"]
+        return self._json("update genericnode %s status" % name, self.custom.replace_cluster_custom_object_status,
+                          names.GROUP, names.VERSION, names.PLURAL, name, obj)
+
+    def replace_object(self, obj):
+        name = obj["metadata"]["name"]
+        return self._json("update genericnode %s" % name, self.custom.replace_cluster_custom_object,
+                          names.GROUP, names.VERSION, names.PLURAL, name, obj)
+
+    def annotate_node(self, name, key, value):
+        body = {"metadata": {"annotations": {key: value}}}
+        return self._json("annotate node %s" % name, self.core.patch_node, name, body)
+
+    def read_secret(self, namespace, name):
+        return self.get_object(SECRETS, name, namespace)
+
+
+def _in_cluster() -> bool:
+    import os
+
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(
+        "/var/run/secrets/kubernetes.io/serviceaccount/token")
+
+
+def _status_message(body) -> str:
+    try:
+        data = json.loads(body)
+        return str(data.get("message") or body)
+    except (TypeError, ValueError):
+        return str(body or "")[:300]
+
+
+def _lines(response) -> Iterator[bytes]:
+    """Newline-delimited JSON from a streaming urllib3 response."""
+    pending = b""
+    for chunk in response.stream(65536):
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            if line.strip():
+                yield line
+    if pending.strip():
+        yield pending
+
+
+# -- the fake -------------------------------------------------------------------------------
+
+
+def clone(obj):
+    """A deep copy of JSON-like data (faster than copy.deepcopy for dicts and lists)."""
+    if isinstance(obj, dict):
+        return {k: clone(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [clone(v) for v in obj]
+    return obj
+
+
+class FakeKube:
+    """An in-memory API server for the kinds the copilot uses.
+
+    Every write bumps one global resourceVersion; a PUT carrying an old one
+    fails with :class:`Conflict`; watches replay the events after a
+    resourceVersion and raise :class:`Gone` once it left the ``window`` of
+    retained events; ``fault(operation, kind, name)`` runs before every call and
+    may raise (tests inject 409s, 5xx and interleaved writes with it).
+    Watches do not block: they yield what happened and end. Stored objects are
+    never changed in place (every write stores a new one), so answers share
+    them: callers must not modify what they get (the copilot never does).
+    """
+
+    def __init__(self, fault: Callable | None = None, window: int = 200, clock: Callable = time.time):
+        self.objects: dict[str, dict[str, dict]] = {GENERICNODES: {}, PODS: {}, NODES: {}, SECRETS: {}}
+        self.events: dict[str, list] = {kind: [] for kind in self.objects}
+        self.horizon: dict[str, int] = dict.fromkeys(self.objects, 0)  # events up to here are forgotten
+        self.rv = 0
+        self.window = window
+        self.fault = fault
+        self.clock = clock
+        self.calls: list = []
+
+    # -- internals ---------------------------------------------------------------------
+    def _check(self, operation, kind=None, name=None):
+        self.calls.append((operation, kind, name))
+        if self.fault is not None:
+            self.fault(operation, kind, name)
+
+    def _store(self, kind: str, obj: dict, event: str) -> dict:
+        self.rv += 1
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
+        key = object_key(obj)
+        if event == "DELETED":
+            self.objects[kind].pop(key, None)
+        else:
+            self.objects[kind][key] = obj
+        log = self.events[kind]
+        log.append((self.rv, event, obj))
+        if len(log) > self.window:
+            self.horizon[kind] = log[-self.window - 1][0]
+            del log[: len(log) - self.window]
+        return obj
+
+    def _current(self, kind, obj) -> dict:
+        key = object_key(obj)
+        current = self.objects[kind].get(key)
+        if current is None:
+            raise NotFound("%s %s not found" % (kind, key), 404)
+        wanted = (obj.get("metadata") or {}).get("resourceVersion")
+        if wanted and wanted != current["metadata"]["resourceVersion"]:
+            raise Conflict("%s %s: the object has been modified; please apply your changes to the latest version "
+                           "and try again" % (kind, key), 409)
+        return current
+
+    # -- the interface -------------------------------------------------------------------
+    def list_objects(self, kind, label_selector=None):
+        self._check("list", kind)
+        items = [o for o in self.objects[kind].values() if label_selector_matches(label_selector, o["metadata"].get("labels"))]
+        return items, str(self.rv)
+
+    def watch_objects(self, kind, resource_version, timeout_seconds=300, label_selector=None):
+        self._check("watch", kind)
+        since = int(resource_version or 0)
+        if since < self.horizon[kind]:
+            raise Gone("too old resource version: %d (%d)" % (since, self.horizon[kind]), 410)
+        for rv, event, obj in list(self.events[kind]):
+            if rv > since and label_selector_matches(label_selector, obj["metadata"].get("labels")):
+                yield event, obj
+
+    def get_object(self, kind, name, namespace=None):
+        self._check("get", kind, name)
+        return self.objects[kind].get("%s/%s" % (namespace, name) if namespace else name)
+
+    def replace_status(self, obj):
+        self._check("replace_status", GENERICNODES, obj["metadata"]["name"])
+        current = self._current(GENERICNODES, obj)
+        new = dict(current, metadata=dict(current["metadata"]))
+        if "status" in obj:
+            new["status"] = obj["status"]
+        else:
+            new.pop("status", None)
+        return self._store(GENERICNODES, new, "MODIFIED")
+
+    def replace_object(self, obj):
+        self._check("replace", GENERICNODES, obj["metadata"]["name"])
+        current = self._current(GENERICNODES, obj)
+        new = clone(obj)
+        new.pop("status", None)
+        if "status" in current:
+            new["status"] = current["status"]
+        meta = new["metadata"]
+        for keep in ("uid", "creationTimestamp", "deletionTimestamp"):
+            if keep in current["metadata"]:
+                meta[keep] = current["metadata"][keep]
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            return self._store(GENERICNODES, new, "DELETED")
+        return self._store(GENERICNODES, new, "MODIFIED")
+
+    def annotate_node(self, name, key, value):
+        self._check("annotate", NODES, name)
+        current = self.objects[NODES].get(name)
+        if current is None:
+            raise NotFound("node %s not found" % name, 404)
+        new = dict(current, metadata=dict(current["metadata"]))
+        annotations = new["metadata"]["annotations"] = dict(new["metadata"].get("annotations") or {})
+        if value is None:
+            annotations.pop(key, None)
+        else:
+            annotations[key] = value
+        return self._store(NODES, new, "MODIFIED")
+
+    def read_secret(self, namespace, name):
+        return self.get_object(SECRETS, name, namespace)
+
+    # -- what other actors do (tests) -----------------------------------------------------
+    def create(self, kind: str, obj: dict) -> dict:
+        obj = clone(obj)
+        meta = obj.setdefault("metadata", {})
+        if object_key(obj) in self.objects[kind]:
+            raise Conflict("%s %s already exists" % (kind, object_key(obj)), 409)
+        meta.setdefault("uid", "uid-%s-%d" % (meta.get("name"), self.rv + 1))
+        meta.setdefault("creationTimestamp", "2026-01-01T00:00:00Z")
+        return self._store(kind, obj, "ADDED")
+
+    def update(self, kind: str, obj: dict) -> dict:
+        """An unconditional-unless-resourceVersion-given update of a whole object (status included)."""
+        current = self._current(kind, obj)
+        new = clone(obj)
+        new["metadata"]["uid"] = current["metadata"].get("uid")
+        return self._store(kind, new, "MODIFIED")
+
+    def delete(self, kind: str, name: str, namespace: str | None = None) -> None:
+        key = "%s/%s" % (namespace, name) if namespace else name
+        current = self.objects[kind].get(key)
+        if current is None:
+            return
+        new = clone(current)
+        if new["metadata"].get("finalizers"):
+            if not new["metadata"].get("deletionTimestamp"):
+                new["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+                self._store(kind, new, "MODIFIED")
+            return
+        self._store(kind, new, "DELETED")
+
+    def compact(self) -> None:
+        """Forget every retained event: the next watch from an old resourceVersion gets 410."""
+        for kind in self.events:
+            self.events[kind] = []
+            self.horizon[kind] = self.rv

@@ -1,0 +1,239 @@
+"""Prometheus metrics, served over HTTP at ``/metrics``.
+
+With ``prometheus_client`` installed (python3-prometheus-client) its types and
+server are used; without it a small built-in registry writes the same text
+exposition format (version 0.0.4), so the package has no hard dependency on it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from . import names
+
+P = names.METRICS_PREFIX
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+# -- the built-in fallback ------------------------------------------------------------
+
+
+def _escape(value: str) -> str:
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(names_, values, extra=()) -> str:
+    pairs = list(zip(names_, values, strict=True)) + list(extra)
+    return "{%s}" % ",".join('%s="%s"' % (k, _escape(v)) for k, v in pairs) if pairs else ""
+
+
+def _number(value: float) -> str:
+    if value == float("inf"):
+        return "+Inf"
+    return repr(float(value))
+
+
+class _Metric:
+    kind = "untyped"
+
+    def __init__(self, name, documentation, labelnames=(), registry=None):
+        self.name, self.documentation, self.labelnames = name, documentation, tuple(labelnames)
+        self._children: dict = {}
+        self._lock = threading.Lock()
+        if registry is not None:
+            registry.append(self)
+
+    def labels(self, *values, **kwargs):
+        if kwargs:
+            values = tuple(kwargs[n] for n in self.labelnames)
+        key = tuple(str(v) for v in values)
+        with self._lock:
+            if key not in self._children:
+                self._children[key] = self._child()
+            return self._children[key]
+
+    def remove(self, *values):
+        with self._lock:
+            self._children.pop(tuple(str(v) for v in values), None)
+
+    def _default(self):
+        return self.labels()
+
+    def inc(self, amount=1.0):
+        self._default().inc(amount)
+
+    def set(self, value):
+        self._default().set(value)
+
+    def observe(self, value):
+        self._default().observe(value)
+
+    def expose(self) -> list[str]:
+        lines = ["# HELP %s %s" % (self.name, self.documentation), "# TYPE %s %s" % (self.name, self.kind)]
+        with self._lock:
+            children = sorted(self._children.items())
+        for values, child in children:
+            lines.extend(child.samples(self, values))
+        return lines
+
+
+class _Value:
+    def __init__(self):
+        self.value = 0.0
+
+    def inc(self, amount=1.0):
+        self.value += amount
+
+    def set(self, value):
+        self.value = float(value)
+
+    def samples(self, metric, values):
+        suffix = "_total" if metric.kind == "counter" else ""
+        return ["%s%s%s %s" % (metric.name, suffix, _labels(metric.labelnames, values), _number(self.value))]
+
+
+class _Buckets:
+    def __init__(self, buckets):
+        self.bounds, self.counts, self.sum = list(buckets), [0] * (len(buckets) + 1), 0.0
+
+    def observe(self, value):
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.sum += value
+
+    def samples(self, metric, values):
+        out, running = [], 0
+        for bound, count in zip(self.bounds + [float("inf")], self.counts, strict=True):
+            running += count
+            le = _labels(metric.labelnames, values, [("le", _number(bound))])
+            out.append("%s_bucket%s %s" % (metric.name, le, _number(running)))
+        base = _labels(metric.labelnames, values)
+        out.append("%s_count%s %s" % (metric.name, base, _number(running)))
+        out.append("%s_sum%s %s" % (metric.name, base, _number(self.sum)))
+        return out
+
+
+class TinyCounter(_Metric):
+    kind = "counter"
+
+    def _child(self):
+        return _Value()
+
+
+class TinyGauge(_Metric):
+    kind = "gauge"
+
+    def _child(self):
+        return _Value()
+
+
+class TinyHistogram(_Metric):
+    kind = "histogram"
+
+    def __init__(self, name, documentation, labelnames=(), registry=None, buckets=BUCKETS):
+        self.buckets = tuple(buckets)
+        super().__init__(name, documentation, labelnames, registry)
+
+    def _child(self):
+        return _Buckets(self.buckets)
+
+
+def tiny_exposition(registry: list) -> bytes:
+    lines = []
+    for metric in registry:
+        lines.extend(metric.expose())
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+# -- the copilot's metrics ---------------------------------------------------------
+
+
+class Metrics:
+    """The copilot's metrics on one registry (prometheus_client's when ``use_prometheus_client``)."""
+
+    def __init__(self, use_prometheus_client: bool | None = None):
+        prometheus = None
+        if use_prometheus_client is not False:
+            try:
+                import prometheus_client as prometheus
+            except ImportError:
+                if use_prometheus_client:
+                    raise
+        self.prometheus = prometheus
+        if prometheus is not None:
+            self.registry = prometheus.CollectorRegistry(auto_describe=True)
+            counter, gauge, histogram = prometheus.Counter, prometheus.Gauge, prometheus.Histogram
+        else:
+            self.registry = []
+            counter, gauge, histogram = TinyCounter, TinyGauge, TinyHistogram
+        reg = {"registry": self.registry}
+        self.reconciles = counter(P + "reconciles", "Reconcile passes run.", ["mode"], **reg)
+        self.errors = counter(P + "errors", "Errors met while reconciling, by kind.", ["kind"], **reg)
+        self.actions = counter(P + "actions", "Actions carried out (or, in dry-run, planned), by kind.", ["action"], **reg)
+        self.conflicts = counter(P + "conflicts", "Ledger writes refused with 409 Conflict and retried.", **reg)
+        self.latency = histogram(P + "reconcile_duration_seconds", "Time one reconcile pass took.", buckets=BUCKETS, **reg)
+        self.ledger = gauge(P + "ledger_allocated", "Allocations recorded in the GenericNode ledger "
+                            "(cpu in cores, memory in bytes).", ["node", "type", "resource"], **reg)
+        self.admissions = gauge(P + "admissions", "Admissions in the ledger, by state.", ["node", "state"], **reg)
+        self.overcommitted = gauge(P + "overcommitted", "1 when Slurm and Kubernetes together hold more than "
+                                   "the node shares.", ["node"], **reg)
+        self.ready = gauge(P + "ready", "1 once the first full sync succeeded.", **reg)
+        self.last_success = gauge(P + "last_success_timestamp_seconds", "When a pass last ended without error.", **reg)
+        self._nodes: set = set()
+        self._server = None
+
+    def set_ledger(self, node: str, allocations: dict, admissions: dict, overcommitted: bool) -> None:
+        """``allocations``: {(type, resource): value}; ``admissions``: {state: count}."""
+        self._nodes.add(node)
+        for (kind, resource), value in allocations.items():
+            self.ledger.labels(node, kind, resource).set(value)
+        for state in names.ADMISSION_STATES:
+            self.admissions.labels(node, state).set(admissions.get(state, 0))
+        self.overcommitted.labels(node).set(1 if overcommitted else 0)
+
+    def forget_nodes(self, keep: set) -> None:
+        for node in sorted(self._nodes - set(keep)):
+            for kind in (names.ALLOCATION_SLURM, names.ALLOCATION_KUBERNETES):
+                for resource in ("cpu", "memory"):
+                    self.ledger.remove(node, kind, resource)
+            for state in names.ADMISSION_STATES:
+                self.admissions.remove(node, state)
+            self.overcommitted.remove(node)
+        self._nodes &= set(keep)
+
+    def exposition(self) -> bytes:
+        if self.prometheus is not None:
+            return self.prometheus.generate_latest(self.registry)
+        return tiny_exposition(self.registry)
+
+    def serve(self, address: str, port: int):
+        """Serve ``/metrics`` in a thread; returns the server (``server_address`` has the port)."""
+        metrics = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - http.server's naming
+                if self.path.split("?")[0] not in ("/metrics", "/"):
+                    self.send_error(404)
+                    return
+                body = metrics.exposition()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        server = ThreadingHTTPServer((address, port), Handler)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+        self._server = server
+        return server
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

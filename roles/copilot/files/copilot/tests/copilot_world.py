@@ -1,0 +1,308 @@
+"""A small world for the property test: Slurm, the API server, a scheduler, and the copilot.
+
+The copilot runs its real loop code (informers, executor, passes) against
+``FakeKube`` and ``FakeSlurm``. Everything else that happens in a cluster is
+an operation on the world: a scheduler asking for admissions, binding pods
+once granted and deleting them, Slurm jobs starting and ending against the
+count-only GRES, reconfigures reverting the GRES, copilot restarts (all
+in-memory state dropped), API faults (409s, 5xx, Slurm unavailable, lost
+watch events, expired watches) and operations that land in the middle of a
+copilot pass (``concurrent``: they run just before one of the copilot's calls).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from hybridhpc_copilot import core, names
+from hybridhpc_copilot.kube import GENERICNODES, NODES, PODS, Conflict, FakeKube, TemporaryError
+from hybridhpc_copilot.loop import Copilot
+from hybridhpc_copilot.slurm import FakeNode, FakeSlurm, SlurmUnavailable
+from hybridhpc_copilot.units import MIB, cpus_for, mib_for, parse_gres
+
+CLUSTER = "onprem"
+
+
+class InvariantBroken(AssertionError):
+    pass
+
+
+@dataclass
+class PodRecord:
+    name: str
+    node: str  # GenericNode name
+    cpu: int  # millicores
+    mem: int  # bytes
+    uid: str
+    bound: bool = False
+    alive: bool = True
+
+
+@dataclass
+class World:
+    capacities: list  # [(cpus, memory_mb)] per node
+    configured_in_config: bool = True
+    seed: int = 0
+    now: float = 1_800_000_000.0
+    faults: str = "none"
+    fault_rate: float = 0.0
+    drop_rate: float = 0.0
+    concurrent: list = field(default_factory=list)
+    pods: dict = field(default_factory=dict)
+    jobs: list = field(default_factory=list)  # (slurm node, job id)
+    history: dict = field(default_factory=dict)  # admission uid -> states seen
+    trace: list = field(default_factory=list)
+    stats: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.rng = random.Random(self.seed)
+        self.kube = FakeKube(fault=self._kube_fault, window=40)
+        self.slurm = FakeSlurm([FakeNode("c%d" % i, cpu, mem, other_gres="gpu:1" if i else "")
+                                for i, (cpu, mem) in enumerate(self.capacities)], fault=self._slurm_fault)
+        for i in range(len(self.capacities)):
+            self.kube.create(GENERICNODES, {
+                "apiVersion": names.API_VERSION, "kind": names.KIND,
+                "metadata": {"name": "k8s-c%d" % i, "labels": {names.LABEL_CLUSTER_NAME: CLUSTER}},
+                "spec": {"alias": "c%d" % i, "type": names.NODE_TYPE_SLURM, "admissions": []},
+            })
+            self.kube.create(NODES, {"metadata": {"name": "k8s-c%d" % i}, "spec": {}})
+        self.serial = 0
+        self.restart()
+
+    # -- the copilot ---------------------------------------------------------------------
+    def settings(self) -> core.Settings:
+        configured = {"c%d" % i: core.Capacity(c, m) for i, (c, m) in enumerate(self.capacities)}
+        return core.Settings(configured=configured if self.configured_in_config else {}, reservation_timeout=60)
+
+    def restart(self):
+        """A new copilot process: nothing survives but what Slurm and the API server hold."""
+        self.copilot = Copilot(self.kube, self.slurm, self.settings(), CLUSTER, clock=lambda: self.now)
+
+    def run_pass(self, full: bool, drop: bool):
+        dropper = (lambda event, obj: self.rng.random() < self.drop_rate) if drop else None
+        try:
+            self.copilot.pump(dropper)
+        except TemporaryError:
+            pass  # the watch failed: the next pass (or resync) catches up
+        result = self.copilot.sync(full=full)
+        self._count("passes")
+        self._count("conflicts", result.conflicts)
+        self._count("pass_errors", len(result.errors))
+        for action in result.actions:
+            self._count(action.kind)
+
+    def _count(self, key, amount=1):
+        self.stats[key] = self.stats.get(key, 0) + amount
+
+    # -- faults and interleaving ------------------------------------------------------------
+    def _interleave(self):
+        while self.concurrent and self.rng.random() < 0.5:
+            self.apply(self.concurrent.pop(0))
+
+    def _kube_fault(self, operation, kind, name):
+        self._interleave()
+        if self.faults in ("kube", "all") and self.rng.random() < self.fault_rate:
+            if operation in ("replace_status", "replace") and self.rng.random() < 0.5:
+                raise Conflict("injected 409", 409)
+            raise TemporaryError("injected 503", 503)
+
+    def _slurm_fault(self, operation, node):
+        self._interleave()
+        if self.faults == "slurm-down":
+            raise SlurmUnavailable("injected: slurmctld down")
+        if self.faults in ("slurm", "all") and self.rng.random() < self.fault_rate:
+            raise SlurmUnavailable("injected: slurmrestd 503")
+
+    # -- what the rest of the cluster does -----------------------------------------------------
+    def apply(self, op):
+        self.trace.append(op)
+        kind, args = op[0], op[1:]
+        getattr(self, "op_" + kind)(*args)
+
+    def op_pass(self, full, drop):
+        self.run_pass(full, drop)
+        if self.rng.random() < 0.5:
+            self.op_schedule()  # the scheduler often acts on the decisions at once
+
+    def op_faults(self, mode, rate, drop_rate):
+        self.faults, self.fault_rate, self.drop_rate = mode, rate, drop_rate
+
+    def op_concurrent(self, op):
+        self.concurrent.append(op)
+
+    def op_restart(self):
+        self.restart()
+
+    def op_tick(self, seconds):
+        self.now += seconds
+
+    def op_compact(self):
+        self.kube.compact()
+
+    def _update_spec(self, node, change):
+        obj = self.kube.objects[GENERICNODES][node]
+        new = core_clone(obj)
+        change(new["spec"].setdefault("admissions", []))
+        self.kube.update(GENERICNODES, new)
+
+    def op_admit(self, index, cpu, mem):
+        node = "k8s-c%d" % (index % len(self.capacities))
+        self.serial += 1
+        name = "p%d" % self.serial
+        pod = self.kube.create(PODS, {"metadata": {"name": name, "namespace": "default"}, "status": {"phase": "Running"}})
+        record = PodRecord(name, node, cpu, mem, pod["metadata"]["uid"])
+        self.pods[name] = record
+        uid = "adm-" + name
+        self._update_spec(node, lambda adms: adms.append({
+            "uid": uid, "pod": {"namespace": "default", "name": name},
+            "request": {"cpu": "%dm" % cpu, "memory": str(mem)}}))
+
+    def op_schedule(self):
+        """The scheduler acts on decisions: bind granted pods, give up on denied ones."""
+        for record in list(self.pods.values()):
+            if not record.alive:
+                continue
+            entry = self._entry(record)
+            if entry is None:
+                continue
+            if entry.get("state") == names.GRANTED and not record.bound:
+                record.bound = True
+                self._count("binds")
+            elif entry.get("state") == names.DENIED:
+                self._delete_pod(record)
+
+    def op_delete_pod(self, index):
+        alive = [r for r in self.pods.values() if r.alive]
+        if alive:
+            self._delete_pod(alive[index % len(alive)])
+
+    def op_cleanup(self):
+        """The scheduler drops admissions whose pods are gone."""
+        for node in self.kube.objects[GENERICNODES]:
+            gone = {"adm-" + r.name for r in self.pods.values() if not r.alive}
+            self._update_spec(node, lambda adms: adms.__setitem__(slice(None), [a for a in adms if a["uid"] not in gone]))
+
+    def op_job_start(self, index, cpus, mem):
+        slurm_node = "c%d" % (index % len(self.capacities))
+        job = self.slurm.start_job(slurm_node, cpus, mem)
+        if job is not None:
+            self.jobs.append((slurm_node, job))
+            self._count("jobs")
+            if self.slurm.nodes[slurm_node].jobs[job][2]:
+                self._count("jobs_in_revert_window")
+
+    def op_job_end(self, index):
+        if self.jobs:
+            slurm_node, job = self.jobs.pop(index % len(self.jobs))
+            self.slurm.end_job(slurm_node, job)
+
+    def op_reconfigure(self):
+        self.slurm.reconfigure()
+
+    def op_cordon(self, index, unschedulable):
+        name = "k8s-c%d" % (index % len(self.capacities))
+        obj = core_clone(self.kube.objects[NODES][name])
+        obj["spec"]["unschedulable"] = unschedulable
+        self.kube.update(NODES, obj)
+
+    def op_admin_drain(self, index, drain):
+        slurm_node = "c%d" % (index % len(self.capacities))
+        if drain:
+            self.slurm.admin_drain(slurm_node, "admin: bad DIMM")
+        else:
+            self.slurm.admin_resume(slurm_node)
+
+    def _delete_pod(self, record):
+        record.alive = False
+        record.bound = False
+        self.kube.delete(PODS, record.name, "default")
+
+    def _entry(self, record):
+        obj = self.kube.objects[GENERICNODES].get(record.node)
+        return ((obj or {}).get("status") or {}).get(names.STATUS_ADMISSIONS, {}).get("adm-" + record.name)
+
+    # -- what must always hold ------------------------------------------------------------------
+    def check(self):
+        if self.slurm.violations:
+            raise InvariantBroken("Slurm rule broken: %s" % self.slurm.violations)
+        for i, (cap_cpu, cap_mem) in enumerate(self.capacities):
+            slurm_node, gn = "c%d" % i, "k8s-c%d" % i
+            fake = self.slurm.nodes[slurm_node]
+            if fake.count_cpu > cap_cpu or fake.count_mem > cap_mem:
+                raise InvariantBroken("%s: GRES %s above configured" % (slurm_node, fake.gres))
+            # Jobs Slurm started while its GRES was reverted by a reconfigure (before the copilot
+            # re-asserted it) can sit in Kubernetes' share: that window is Slurm's, not the copilot's.
+            cpu = sum(j[0] for j in fake.jobs.values() if not j[2])
+            mem = sum(j[1] for j in fake.jobs.values() if not j[2])
+            bound = [r for r in self.pods.values() if r.node == gn and r.bound]
+            if cpu * 1000 + sum(r.cpu for r in bound) > cap_cpu * 1000 or mem * MIB + sum(r.mem for r in bound) > cap_mem * MIB:
+                raise InvariantBroken("%s: Slurm %d CPUs %d MB + running pods %s exceed %d CPUs %d MB" % (
+                    slurm_node, cpu, mem, [(r.name, r.cpu, r.mem) for r in bound], cap_cpu, cap_mem))
+            ledger = ((self.kube.objects[GENERICNODES][gn].get("status") or {}).get(names.STATUS_ADMISSIONS) or {})
+            granted = [core.entry_amounts(e) for e in ledger.values() if e.get("state") == names.GRANTED]
+            if cpu + cpus_for(sum(g[0] for g in granted)) > cap_cpu or mem + mib_for(sum(g[1] for g in granted)) > cap_mem:
+                raise InvariantBroken("%s: Slurm %d CPUs %d MB + granted %s exceed %d/%d" % (
+                    slurm_node, cpu, mem, granted, cap_cpu, cap_mem))
+            for uid, entry in ledger.items():
+                self._transition(gn + "|" + uid, entry.get("state"))
+                reason = str(entry.get("reason") or "")
+                if entry.get("state") in (names.DENIED, names.RELEASED) and ("not found" in reason or "deleted" in reason):
+                    record = self.pods.get(entry["pod"]["name"])
+                    if record is not None and record.alive:
+                        raise InvariantBroken("%s: %s %s, but the pod exists" % (uid, entry["state"], reason))
+            for key in [k for k in self.history if k.startswith(gn + "|") and k.split("|", 1)[1] not in ledger]:
+                self._transition(key, None)
+
+    _ALLOWED = {
+        None: {names.RESERVED, names.DENIED},
+        names.RESERVED: {names.GRANTED, names.DENIED, names.RELEASED, None},
+        names.GRANTED: {names.RELEASED, None},
+        names.DENIED: {None},
+        names.RELEASED: {None},
+    }
+
+    def _transition(self, uid, state):
+        last = self.history.get(uid)
+        if last == state:
+            return
+        if state not in self._ALLOWED[last] and not (last is None and state in (names.GRANTED, names.RELEASED)):
+            raise InvariantBroken("admission %s went %s -> %s" % (uid, last, state))
+        if state is None:
+            self.history.pop(uid, None)
+        else:
+            self.history[uid] = state
+
+    def settle(self):
+        """No faults, no lost events, one full resync: then the ledger must match Slurm exactly."""
+        self.faults, self.drop_rate, self.concurrent = "none", 0.0, []
+        self.run_pass(full=True, drop=False)
+        self.check()
+        slurm_nodes = self.slurm.node_states()
+        for i, (cap_cpu, cap_mem) in enumerate(self.capacities):
+            gn = self.kube.objects[GENERICNODES]["k8s-c%d" % i]
+            status = gn.get("status") or {}
+            node = slurm_nodes["c%d" % i]
+            wanted = parse_gres(status[names.STATUS_SLURM]["wantedGres"])
+            counts = node.counts
+            if (wanted[names.GRES_CPU], wanted[names.GRES_MEMORY]) != counts:
+                raise InvariantBroken("after a resync Slurm has %s, the ledger wants %s" % (node.gres, wanted))
+            ledger = status.get(names.STATUS_ADMISSIONS) or {}
+            want = core.wanted_counts(core.Capacity(cap_cpu, cap_mem), ledger)
+            if want != counts:
+                raise InvariantBroken("after a resync Slurm has %s, the ledger's holdings want %s" % (node.gres, want))
+            used = node.usage("max")
+            slurm_alloc = status[names.STATUS_ALLOCATED][0]["allocated"]
+            if core.entry_amounts({"request": slurm_alloc}) != (used[0] * 1000, used[1] * MIB):
+                raise InvariantBroken("after a resync the ledger says Slurm holds %s, Slurm says %s" % (slurm_alloc, used))
+            for uid, entry in ledger.items():
+                if entry["state"] == names.RESERVED:
+                    raise InvariantBroken("after a resync %s is still Reserved" % uid)
+                if entry["state"] == names.GRANTED and not self.pods[entry["pod"]["name"]].alive:
+                    raise InvariantBroken("after a resync %s holds resources for a deleted pod" % uid)
+
+
+def core_clone(obj):
+    from hybridhpc_copilot.kube import clone
+
+    return clone(obj)

@@ -1,0 +1,116 @@
+"""Random interleavings of everything that happens around the copilot, against the fakes.
+
+Each example builds a world (one or two shared nodes, configured counts in the
+config or learnt from Slurm) and runs 10 to 50 operations: admissions,
+scheduler decisions, pod deletions, Slurm jobs starting and ending,
+reconfigures, copilot restarts, faults (409, 5xx, Slurm down, lost watch
+events, expired watches), operations landing in the middle of a pass, and
+passes (event-driven or full resyncs). After every operation:
+
+* Slurm's GRES is never above the configured count (and only the copilot's
+  drains are ever resumed, other GRES are kept);
+* Slurm jobs + running pods never exceed a node's capacity, and neither do
+  Slurm jobs + granted admissions (except jobs Slurm started while its GRES
+  was reverted by a reconfigure, before the copilot re-asserted it);
+* admissions only move forward (Reserved -> Granted/Denied -> Released/gone).
+
+After every fault-free full resync: Slurm's counts equal the ledger's wanted
+counts, the ledger's Slurm allocation equals Slurm's, nothing is left
+Reserved, and nothing is held for a deleted pod.
+
+HYBRIDHPC_PROPERTY_EXAMPLES sets the number of interleavings (default 10000).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from copilot_world import World
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hybridhpc_copilot.units import MIB
+
+EXAMPLES = int(os.environ.get("HYBRIDHPC_PROPERTY_EXAMPLES", "10000"))
+
+# Operations are drawn as bytes (three per operation) and decoded here: one
+# draw per example instead of a tree of one_of/tuples per operation keeps
+# Hypothesis' own cost low, and shrinking still works (fewer bytes: fewer
+# operations; smaller bytes: simpler operations).
+CPU_MILLIS = (100, 500, 1000, 1500, 2000, 2735)
+MEMORY = (1, MIB, 512 * MIB, 1024 * MIB, 3417 * MIB)
+WORLD_OPS = (  # (weight, decoder of the remaining bits)
+    (6, lambda n: ("admit", n % 2, CPU_MILLIS[n // 2 % 6], MEMORY[n // 12 % 5])),
+    (4, lambda n: ("schedule",)),
+    (4, lambda n: ("job_start", n % 2, 1 + n // 2 % 3, (100, 1000, 3000)[n // 6 % 3])),
+    (3, lambda n: ("job_end", n % 8)),
+    (2, lambda n: ("delete_pod", n % 8)),
+    (1, lambda n: ("cleanup",)),
+    (2, lambda n: ("reconfigure",)),
+    (1, lambda n: ("cordon", n % 2, bool(n // 2 % 2))),
+    (1, lambda n: ("admin_drain", n % 2, bool(n // 2 % 2))),
+)
+OTHER_OPS = (
+    (24, lambda n: ("pass", bool(n % 2), bool(n // 2 % 2))),
+    (2, lambda n: ("restart",)),
+    (2, lambda n: ("faults", ("none", "kube", "slurm", "slurm-down", "all")[n % 5], (0.1, 0.3, 0.6)[n // 5 % 3],
+                   (0.0, 0.3, 1.0)[n // 15 % 3])),
+    (1, lambda n: ("tick", (1, 30, 61, 300)[n % 4])),
+    (1, lambda n: ("compact",)),
+    (4, lambda n: ("concurrent", decode(n, WORLD_OPS))),
+    (1, lambda n: ("settle",)),
+)
+ALL_OPS = WORLD_OPS + OTHER_OPS
+
+
+def decode(n: int, table=ALL_OPS):
+    total = sum(weight for weight, _ in table)
+    slot, rest = n % total, n // total
+    for weight, make in table:
+        if slot < weight:
+            return make(rest)
+        slot -= weight
+    raise AssertionError("unreachable")
+
+
+def decode_all(data: bytes) -> list:
+    return [decode(int.from_bytes(data[i:i + 3], "little")) for i in range(0, len(data) - 2, 3)]
+
+
+scenarios = st.fixed_dictionaries({
+    "capacities": st.lists(st.tuples(st.integers(1, 6), st.sampled_from([1000, 4000, 8000])), min_size=1, max_size=2),
+    "configured_in_config": st.booleans(),
+    "seed": st.integers(0, 2**32 - 1),
+    "ops": st.binary(min_size=30, max_size=150).map(decode_all),
+})
+
+
+
+def run_scenario(scenario) -> World:
+    world = World(scenario["capacities"], scenario["configured_in_config"], scenario["seed"])
+    for op in scenario["ops"]:
+        if op[0] == "settle":
+            world.settle()
+        else:
+            world.apply(op)
+        world.check()
+    world.settle()
+    return world
+
+
+def test_random_interleavings_keep_the_invariants():
+    runs = []
+
+    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=False,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(scenarios)
+    def check(scenario):
+        run_scenario(scenario)
+        runs.append(len(scenario["ops"]))
+
+    started = time.monotonic()
+    check()
+    elapsed = time.monotonic() - started
+    print("\n%d interleavings (%d operations) in %.1fs" % (len(runs), sum(runs), elapsed))
+    assert len(runs) >= EXAMPLES
