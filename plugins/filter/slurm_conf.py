@@ -67,9 +67,12 @@ def slurm_nodes_from_hosts(hosts, hostvars, reserve_mb=0):
                 "(not --limit) once, enable fact caching, or set slurm_nodes explicitly" % host
             )
         name = hv.get("slurm_node_name") or host
-        per_host[name] = slurm_conf.node_params_from_facts(
+        params = slurm_conf.node_params_from_facts(
             facts, reserve_mb=hv.get("slurm_node_memory_reserve_mb", reserve_mb), overrides=hv.get("slurm_node_params")
         )
+        if hv.get("slurm_k8s_shared"):
+            params = slurm_conf.add_k8s_gres(params)
+        per_host[name] = params
     return slurm_conf.derive_nodes(per_host, _sorted_compress)
 
 

@@ -264,3 +264,22 @@ def node_params_from_facts(facts, reserve_mb=0, overrides=None):
         params["RealMemory"] = max(int(mem) - int(reserve_mb or 0), 1)
     params.update(overrides or {})
     return params
+
+
+K8S_GRES = ("k8scpu", "k8smemory")
+
+
+def add_k8s_gres(params):
+    """Add count-only k8scpu/k8smemory GRES sized to the node's CPUs and memory.
+
+    The copilot lowers them by what Kubernetes holds on the node; every Slurm
+    job consumes them (job_submit.lua), so Slurm never allocates what a pod has.
+    Existing GRES of the node are kept (a Gres string replaces all of them).
+    """
+    if not params.get("CPUs") or not params.get("RealMemory"):
+        raise SlurmConfError("a node shared with Kubernetes needs CPUs and RealMemory to size its k8scpu/k8smemory GRES")
+    existing = [g for g in str(params.get("Gres") or "").split(",") if g and g.split(":")[0] not in K8S_GRES]
+    gres = existing + ["k8scpu:%d" % int(params["CPUs"]), "k8smemory:%d" % int(params["RealMemory"])]
+    result = dict(params)
+    result["Gres"] = ",".join(gres)
+    return result

@@ -10,9 +10,11 @@ file under env/, env/envvars, env/settings, no env/ssh_key), and runs:
    artifacts (job events), and the injected MUNGE key, database password and
    JWT key are the ones on the hosts;
 2. site.yml --check: successful with changed=0 for every host;
-3. rolling_upgrade.yml in batches of one node: a node an administrator drained
-   stays drained, the node the playbook drained is resumed, and a job running
-   on it finishes before the node is touched.
+3. rolling_upgrade.yml in batches of one node, with a newer build of awx-c1's
+   Slurm packages in a local apt repository: the job running on awx-c1
+   finishes before slurmd restarts with the new packages, awx-c1 (drained by
+   the playbook) is resumed, awx-c2 (drained by an administrator, nothing to
+   upgrade) is left drained with its reason.
 
 Bounded without pytest-timeout: every subprocess has a timeout and every
 runner job a job_timeout (HYBRIDHPC_AWX_JOB_TIMEOUT, default 1800 s).
@@ -21,6 +23,7 @@ their network only).
 """
 
 import base64
+import glob
 import json
 import os
 import pathlib
@@ -95,7 +98,24 @@ def lab():
         yield image
     finally:
         res = run([sys.executable, LABCTL, "down", "--inventory", INVENTORY], timeout=300, cwd=ROOT)
+        remove_slurm_cgroups()
         assert res.returncode == 0, "labctl down failed: %s" % res.stderr
+
+
+def remove_slurm_cgroups():
+    """slurmd's cgroup v1 directories of these hosts only (labctl down without --inventory removes all)."""
+    for host in (CTL, *COMPUTE):
+        for path in sorted(glob.glob("/sys/fs/cgroup/*/slurm_%s" % host), key=len, reverse=True):
+            for root, dirs, _files in os.walk(path, topdown=False):
+                for name in dirs:
+                    try:
+                        os.rmdir(os.path.join(root, name))
+                    except OSError:
+                        pass
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
 
 
 def random_password(length=32):
@@ -245,3 +265,54 @@ def test_check_mode_changes_nothing(converged, private_data_dir, credentials):
     assert not changed, "check mode after a converge changed %s" % changed
     assert not result.stats["failures"]
     assert_no_secret(private_data_dir, "check", credentials[1], stdout)
+
+
+# A newer build of awx-c1's Slurm packages (same upstream version, Debian
+# revision +awx1) in a local repository, so the upgrade has something to do.
+REPACKAGE = r"""
+set -eu
+mkdir -p /srv/awx-test/new && cd /srv/awx-test
+apt-get download slurmd slurm-client slurm-wlm-basic-plugins >/dev/null
+old=$(dpkg-query -W -f '${Version}' slurmd); new="${old}+awx1"
+for f in *.deb; do
+  rm -rf x; dpkg-deb -R "$f" x
+  sed -i "s/$old/$new/g" x/DEBIAN/control
+  dpkg-deb -b x "new/${f%%_*}_${new}_amd64.deb" >/dev/null
+done
+rm -rf x; cd new; : > Packages
+for f in *.deb; do
+  dpkg-deb -f "$f" >> Packages
+  printf 'Filename: ./%s\nSize: %s\nSHA256: %s\n\n' "$f" "$(stat -c %s "$f")" "$(sha256sum "$f" | cut -d' ' -f1)" >> Packages
+done
+echo 'deb [trusted=yes] file:/srv/awx-test/new ./' > /etc/apt/sources.list.d/awx-test.list
+apt-get update -qq
+echo "$new"
+"""
+
+
+def node_field(node, field):
+    line = dexec(CTL, "scontrol", "--oneliner", "show", "node", node)
+    value = line.split(" %s=" % field, 1)[1]
+    return value.split(" [", 1)[0] if field == "Reason" else value.split()[0]
+
+
+def test_rolling_upgrade_drains_waits_upgrades_and_resumes(converged, private_data_dir, credentials):
+    new_version = dexec("awx-c1", "bash", "-c", REPACKAGE, timeout=300).splitlines()[-1]
+    dexec(CTL, "scontrol", "update", "nodename=awx-c2", "state=DRAIN", "reason=%s" % DRAIN_REASON_ADMIN)
+    job = dexec(CTL, "sbatch", "--parsable", "-w", "awx-c1", "-t", "5", "--wrap", "sleep 45")
+
+    result, stdout = run_job(private_data_dir, "upgrade", "rolling_upgrade.yml",
+                             extravars={"slurm_upgrade_batch": "1", "slurm_upgrade_drain_timeout": 600})
+    assert not result.stats["failures"]
+    assert_no_secret(private_data_dir, "upgrade", credentials[1], stdout)
+
+    assert dexec("awx-c1", "dpkg-query", "-W", "-f", "${Version}", "slurmd") == new_version
+    assert dexec("awx-c1", "test", "!", "-e", "/usr/sbin/policy-rc.d") == ""
+    # The job ran to its end before slurmd restarted on the new packages.
+    state, end = dexec(CTL, "sacct", "-X", "-n", "-P", "-j", job, "-o", "State,End").split("|")
+    assert state == "COMPLETED"
+    assert node_field("awx-c1", "SlurmdStartTime") >= end
+    # Resumed: the playbook drained it. Left alone: an administrator did.
+    assert dexec(CTL, "sinfo", "-h", "-N", "-n", "awx-c1", "-o", "%T") == "idle"
+    assert dexec(CTL, "sinfo", "-h", "-N", "-n", "awx-c2", "-o", "%T") == "drained"
+    assert node_field("awx-c2", "Reason") == DRAIN_REASON_ADMIN

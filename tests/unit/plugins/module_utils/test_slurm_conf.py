@@ -107,3 +107,13 @@ def test_derive_nodes_groups_identical_hosts_in_first_seen_order():
         {"NodeName": "c1,c2", "CPUs": 2, "RealMemory": 100},
         {"NodeName": "g1", "CPUs": 8, "RealMemory": 100, "Gres": "gpu:1"},
     ]
+
+
+def test_k8s_gres_sized_from_the_node_and_keeps_other_gres():
+    params = sc.add_k8s_gres({"CPUs": 8, "RealMemory": 16000, "Gres": "gpu:2,k8scpu:1"})
+    assert params["Gres"] == "gpu:2,k8scpu:8,k8smemory:16000"
+
+
+def test_k8s_gres_needs_cpus_and_memory():
+    with pytest.raises(sc.SlurmConfError, match="needs CPUs and RealMemory"):
+        sc.add_k8s_gres({"CPUs": 8})

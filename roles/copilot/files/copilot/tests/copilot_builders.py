@@ -74,3 +74,14 @@ def status_of(actions):
     writes = of(actions, core.WriteStatus)
     assert len(writes) <= 1
     return writes[0].status if writes else None
+
+
+def parse_exposition(text):
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            head, value = line.rsplit(" ", 1)
+            name, _, labels = head.partition("{")
+            pairs = tuple(sorted(tuple(p.split("=", 1)) for p in labels.rstrip("}").split(",") if p))
+            samples[(name, tuple((k, v.strip('"')) for k, v in pairs))] = float(value)
+    return samples

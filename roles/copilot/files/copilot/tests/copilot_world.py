@@ -179,9 +179,13 @@ class World:
 
     def op_cleanup(self):
         """The scheduler drops admissions whose pods are gone."""
-        for node in self.kube.objects[GENERICNODES]:
-            gone = {"adm-" + r.name for r in self.pods.values() if not r.alive}
-            self._update_spec(node, lambda adms: adms.__setitem__(slice(None), [a for a in adms if a["uid"] not in gone]))
+        gone = {"adm-" + r.name for r in self.pods.values() if not r.alive}
+
+        def drop_gone(adms):
+            adms[:] = [a for a in adms if a["uid"] not in gone]
+
+        for node in list(self.kube.objects[GENERICNODES]):
+            self._update_spec(node, drop_gone)
 
     def op_job_start(self, index, cpus, mem):
         slurm_node = "c%d" % (index % len(self.capacities))

@@ -1,7 +1,7 @@
 """Random interleavings of everything that happens around the copilot, against the fakes.
 
 Each example builds a world (one or two shared nodes, configured counts in the
-config or learnt from Slurm) and runs 10 to 50 operations: admissions,
+config or learnt from Slurm) and runs 8 to 40 operations: admissions,
 scheduler decisions, pod deletions, Slurm jobs starting and ending,
 reconfigures, copilot restarts, faults (409, 5xx, Slurm down, lost watch
 events, expired watches), operations landing in the middle of a pass, and
@@ -82,7 +82,7 @@ scenarios = st.fixed_dictionaries({
     "capacities": st.lists(st.tuples(st.integers(1, 6), st.sampled_from([1000, 4000, 8000])), min_size=1, max_size=2),
     "configured_in_config": st.booleans(),
     "seed": st.integers(0, 2**32 - 1),
-    "ops": st.binary(min_size=30, max_size=150).map(decode_all),
+    "ops": st.binary(min_size=24, max_size=120).map(decode_all),
 })
 
 

@@ -73,8 +73,9 @@ def _number(value) -> float:
     return value or 0
 
 
-# Slurm's communication errors (slurm_errno.h: 1000-1999) mean slurmctld did not answer.
-_COMMUNICATION_ERRORS = range(1000, 2000)
+# slurm_errno.h: slurmrestd could not talk to slurmctld (SLURM_COMMUNICATIONS_* 1001-1004,
+# SLURMCTLD_COMMUNICATIONS_* 1800-1804). 1007 (authentication) is not one of them.
+_COMMUNICATION_ERRORS = frozenset((1001, 1002, 1003, 1004, 1800, 1801, 1802, 1803, 1804))
 
 
 class RestSlurm:

@@ -1,0 +1,186 @@
+"""A slurmrestd stand-in over HTTP, backed by FakeSlurm: for the copilot's end-to-end tests and demos.
+
+Serves what the copilot uses of the real API (data_parser v0.0.42):
+``GET /slurm/v0.0.42/ping``, ``GET .../nodes``, ``GET .../node/{name}``,
+``POST .../node/{name}`` (gres, state DRAIN/RESUME, reason), with slurmrestd's
+JSON shapes and error envelope; other versions answer 404 as 24.11 does for
+v0.0.39/43. With ``jwt_key`` set, tokens are checked like slurmctld checks
+them (HS256, ``exp``): no token 401, a bad one 511. ``POST /fake/job``
+(``{"node", "cpus", "memory"}``) and ``POST /fake/reconfigure`` stand in for
+Slurm users and admins.
+
+    python fake_slurmrestd.py --port 6820 --node c1:4:8000 [--jwt-key FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "src"))
+
+from hybridhpc_copilot.slurm import FakeNode, FakeSlurm, SlurmRefused  # noqa: E402
+
+VERSION = "v0.0.42"
+
+
+def node_json(view) -> dict:
+    return {"name": view.name, "hostname": view.name, "gres": view.gres, "gres_used": view.gres_used,
+            "alloc_cpus": view.alloc_cpus, "alloc_memory": view.alloc_memory_mb, "state": list(view.states),
+            "reason": view.reason, "cpus": 8, "real_memory": 16000}
+
+
+class FakeSlurmrestd:
+    def __init__(self, slurm: FakeSlurm, address="127.0.0.1", port=0, jwt_key: bytes | None = None):
+        self.slurm, self.jwt_key = slurm, jwt_key
+        self.requests: list = []
+        self.lock = threading.Lock()
+        self.httpd = ThreadingHTTPServer((address, port), _handler(self))
+        self.httpd.daemon_threads = True
+
+    @property
+    def url(self) -> str:
+        return "http://%s:%d" % self.httpd.server_address[:2]
+
+    def start(self):
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
+        return self
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def check_token(self, headers) -> int | None:
+        """None when the token is good, else the HTTP status slurmrestd would answer."""
+        if self.jwt_key is None:
+            return None
+        token = headers.get("X-SLURM-USER-TOKEN")
+        if not token:
+            return 401
+        from hybridhpc_copilot._vendor import jwt
+
+        try:
+            jwt.decode_hs256_token(token, self.jwt_key)
+        except ValueError:
+            return 511
+        return None
+
+
+def _handler(server: FakeSlurmrestd):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def _send(self, code, body):
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _error(self, code, text, number=0):
+            self._send(code, {"errors": [{"description": text, "error_number": number, "error": text, "source": "fake"}],
+                              "warnings": [], "meta": {}})
+
+        def _body(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            return json.loads(self.rfile.read(length) or b"{}") if length else {}
+
+        def _route(self, method):
+            body = self._body() if method == "POST" else {}
+            server.requests.append((method, self.path, body))
+            parts = self.path.strip("/").split("/")
+            if parts[:1] == ["fake"]:
+                return self._fake(parts[1:], body)
+            if len(parts) < 3 or parts[0] != "slurm" or parts[1] != VERSION:
+                return self._error(404, "Unable to find requested URL")
+            denied = server.check_token(self.headers)
+            if denied == 401:
+                return self._error(401, "Authentication failure")
+            if denied == 511 and parts[2] != "ping":
+                return self._error(511, "Authentication failure", 1007)
+            with server.lock:
+                try:
+                    return self._slurm(method, parts[2:], body, denied)
+                except SlurmRefused as err:
+                    return self._error(500, str(err), 2018 if "node name" in str(err) else 2072)
+
+        def _slurm(self, method, parts, body, denied):
+            slurm = server.slurm
+            if parts == ["ping"] and method == "GET":
+                state = "DOWN" if denied else "UP"
+                return self._send(200, {"pings": [{"hostname": "fake-ctl", "pinged": state, "responding": not denied,
+                                                   "mode": "primary", "latency": 1}], "errors": [], "warnings": []})
+            if parts == ["nodes"] and method == "GET":
+                return self._send(200, {"nodes": [node_json(v) for v in slurm.node_states().values()], "errors": []})
+            if len(parts) == 2 and parts[0] == "node":
+                name = parts[1]
+                if name not in slurm.nodes:
+                    return self._error(500, "Invalid node name specified", 2018)
+                if method == "GET":
+                    return self._send(200, {"nodes": [node_json(slurm.node_states([name])[name])], "errors": []})
+                if "gres" in body:
+                    slurm.set_node_gres(name, body["gres"])
+                states = [s.upper() for s in body.get("state") or []]
+                if "DRAIN" in states:
+                    slurm.drain_node(name, body.get("reason") or "")
+                if "RESUME" in states:
+                    slurm.resume_node(name)
+                return self._send(200, {"errors": [], "warnings": []})
+            return self._error(404, "Unable to find requested URL")
+
+        def _fake(self, parts, body):
+            with server.lock:
+                if parts == ["job"]:
+                    job = server.slurm.start_job(body["node"], int(body.get("cpus", 1)), int(body.get("memory", 0)))
+                    return self._send(200 if job else 409, {"job_id": job})
+                if parts == ["reconfigure"]:
+                    server.slurm.reconfigure()
+                    return self._send(200, {})
+            return self._error(404, "no such fake endpoint")
+
+        def do_GET(self):  # noqa: N802
+            self._route("GET")
+
+        def do_POST(self):  # noqa: N802
+            self._route("POST")
+
+    return Handler
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--address", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=6820)
+    parser.add_argument("--node", action="append", default=[], help="NAME:K8SCPU:K8SMEMORY (repeatable)")
+    parser.add_argument("--jwt-key", help="check tokens against this key file")
+    args = parser.parse_args(argv)
+    nodes = []
+    for spec in args.node or ["c1:4:8000"]:
+        name, cpus, mem = spec.split(":")
+        nodes.append(FakeNode(name, int(cpus), int(mem)))
+    key = pathlib.Path(args.jwt_key).read_bytes() if args.jwt_key else None
+    server = FakeSlurmrestd(FakeSlurm(nodes), args.address, args.port, key)
+    print("fake slurmrestd listening on %s" % server.url, flush=True)
+    try:
+        server.httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

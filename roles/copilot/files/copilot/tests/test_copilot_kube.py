@@ -1,0 +1,228 @@
+"""The real Kubernetes interface (the kubernetes package) and the whole copilot, against the API server double."""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+from copilot_builders import CLUSTER, admission, generic_node, parse_exposition
+
+from hybridhpc_copilot import core, names
+from hybridhpc_copilot.kube import GENERICNODES, NODES, PODS, Conflict, Gone, KubeClient, PermanentError, TemporaryError
+from hybridhpc_copilot.loop import Copilot, Runner
+from hybridhpc_copilot.metrics import Metrics
+from hybridhpc_copilot.slurm import FakeNode, FakeSlurm
+from hybridhpc_copilot.systemd import Notifier
+from k8s_double import Fault
+
+
+def gn_body(name="k8s-c1", alias="c1", admissions=()):
+    obj = generic_node(name, alias, admissions, finalizers=())
+    obj["metadata"].pop("resourceVersion")
+    return obj
+
+
+@pytest.fixture
+def kube(kubeconfig):
+    return KubeClient(kubeconfig)
+
+
+@pytest.fixture
+def world(api_server):
+    """A GenericNode, its Kubernetes Node and a pod in the double."""
+    api_server.load([
+        gn_body(),
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "k8s-c1"}, "spec": {}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p1", "namespace": "default"},
+         "spec": {"containers": [{"name": "c", "image": "x"}]}},
+    ])
+    return api_server
+
+
+def add_admission(kube, name, adm):
+    for _ in range(5):
+        obj = kube.get_object(GENERICNODES, name)
+        obj["spec"].setdefault("admissions", []).append(adm)
+        try:
+            return kube.replace_object(obj)
+        except Conflict:
+            continue
+    raise AssertionError("could not add the admission")
+
+
+# -- the interface ----------------------------------------------------------------------------
+
+
+def test_list_get_and_the_label_selector(kube, world):
+    world.load([gn_body("k8s-other", "x") | {"metadata": {"name": "k8s-other", "labels": {names.LABEL_CLUSTER_NAME: "elsewhere"}}}])
+    items, rv = kube.list_objects(GENERICNODES, "%s=%s" % (names.LABEL_CLUSTER_NAME, CLUSTER))
+    assert [i["metadata"]["name"] for i in items] == ["k8s-c1"] and rv.isdigit()
+    assert [p["metadata"]["name"] for p in kube.list_objects(PODS)[0]] == ["p1"]
+    assert kube.get_object(PODS, "p1", "default")["status"]["phase"] == "Pending"
+    assert kube.get_object(PODS, "nope", "default") is None
+    assert kube.get_object(GENERICNODES, "nope") is None
+
+
+def test_status_writes_carry_the_resource_version_and_conflict_when_stale(kube, world):
+    obj = kube.get_object(GENERICNODES, "k8s-c1")
+    written = kube.replace_status(dict(obj, status={names.STATUS_ADMISSIONS: {}}))
+    assert written["status"] == {"admissions": {}}
+    with pytest.raises(Conflict):
+        kube.replace_status(dict(obj, status={names.STATUS_ADMISSIONS: {"x": {"state": "Granted"}}}))
+
+
+def test_the_crd_rejects_a_ledger_it_does_not_declare(kube, world):
+    obj = kube.get_object(GENERICNODES, "k8s-c1")
+    with pytest.raises(PermanentError) as err:
+        kube.replace_status(dict(obj, status={names.STATUS_ADMISSIONS: {"x": {"state": "Maybe"}}}))
+    assert err.value.status == 422
+
+
+def test_finalizer_writes_and_node_annotations(kube, world):
+    obj = kube.get_object(GENERICNODES, "k8s-c1")
+    obj["metadata"]["finalizers"] = [names.FINALIZER]
+    assert kube.replace_object(obj)["metadata"]["finalizers"] == [names.FINALIZER]
+    kube.annotate_node("k8s-c1", names.ANNOTATION_SLURM_DRAIN_REASON, "bad DIMM")
+    assert kube.get_object(NODES, "k8s-c1")["metadata"]["annotations"] == {names.ANNOTATION_SLURM_DRAIN_REASON: "bad DIMM"}
+    kube.annotate_node("k8s-c1", names.ANNOTATION_SLURM_DRAIN_REASON, None)
+    assert not kube.get_object(NODES, "k8s-c1")["metadata"].get("annotations")
+
+
+def test_watch_events_timeouts_and_410(kube, world):
+    _, rv = kube.list_objects(GENERICNODES)
+    add_admission(kube, "k8s-c1", admission("a1"))
+    events = list(kube.watch_objects(GENERICNODES, rv, timeout_seconds=1))
+    assert [(t, o["metadata"]["name"]) for t, o in events if t != "BOOKMARK"] == [("MODIFIED", "k8s-c1")]
+    world.state.compact()
+    with pytest.raises(Gone):
+        list(kube.watch_objects(GENERICNODES, rv, timeout_seconds=1))
+
+
+def test_errors_are_sorted_into_temporary_and_permanent(kube, world):
+    world.inject(Fault(503, "GET", count=1))
+    with pytest.raises(TemporaryError):
+        kube.list_objects(PODS)
+    world.inject(Fault(403, "GET", count=1, reason="Forbidden"))
+    with pytest.raises(PermanentError):
+        kube.list_objects(PODS)
+    world.token = "other"
+    with pytest.raises(PermanentError) as err:
+        kube.list_objects(PODS)
+    assert err.value.status == 401
+
+
+def test_secrets_are_read(kube, world):
+    world.load([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": names.JWT_SECRET_NAMESPACE}},
+                {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": names.JWT_SECRET_NAME, "namespace": names.JWT_SECRET_NAMESPACE},
+                 "data": {CLUSTER: base64.b64encode(b"a.b.c").decode()}}])
+    assert kube.read_secret(names.JWT_SECRET_NAMESPACE, names.JWT_SECRET_NAME)["data"][CLUSTER]
+    assert kube.read_secret("default", "missing") is None
+
+
+# -- the copilot, end to end ----------------------------------------------------------------------
+
+
+def settings():
+    return core.Settings(configured={"c1": core.Capacity(4, 8000)})
+
+
+def test_a_pass_grants_an_admission_through_the_real_api_and_the_crd_accepts_the_ledger(kube, world):
+    slurm = FakeSlurm([FakeNode("c1", 4, 8000)])
+    add_admission(kube, "k8s-c1", admission("a1", cpu="2735m", memory="3417Mi"))
+    result = Copilot(kube, slurm, settings(), CLUSTER).sync(full=True)
+    assert result.ok, result.errors
+    status = kube.get_object(GENERICNODES, "k8s-c1")["status"]
+    assert status["admissions"]["a1"]["state"] == names.GRANTED
+    assert status["allocatedResources"] == [{"allocated": {"cpu": "0", "memory": "0"}, "type": "Slurm"},
+                                            {"allocated": {"cpu": "2735m", "memory": "3417Mi"}, "type": "Kubernetes"}]
+    assert slurm.nodes["c1"].gres == "k8scpu:1,k8smemory:4583"
+    assert kube.get_object(GENERICNODES, "k8s-c1")["metadata"]["finalizers"] == [names.FINALIZER]
+    # The pod goes away: the next pass releases the admission and gives the GRES back.
+    world.state.delete(world.state.types[("", "pods")], "default", "p1")
+    assert Copilot(kube, slurm, settings(), CLUSTER).sync(full=True).ok
+    assert kube.get_object(GENERICNODES, "k8s-c1")["status"]["admissions"]["a1"]["state"] == names.RELEASED
+    assert slurm.nodes["c1"].gres == "k8scpu:4,k8smemory:8000"
+
+
+def test_a_dry_run_changes_nothing(kube, world):
+    slurm = FakeSlurm([FakeNode("c1", 4, 8000)])
+    add_admission(kube, "k8s-c1", admission("a1"))
+    before = kube.get_object(GENERICNODES, "k8s-c1")
+    result = Copilot(kube, slurm, settings(), CLUSTER, dry_run=True).sync(full=True)
+    assert {a.kind for a in result.actions} >= {"ReserveAdmission", "WriteStatus", "SetGres", "AddFinalizer"}
+    assert kube.get_object(GENERICNODES, "k8s-c1") == before
+    assert slurm.nodes["c1"].gres == "k8scpu:4,k8smemory:8000"
+
+
+def test_a_conflicting_writer_makes_the_copilot_reread_and_decide_again(kube, world):
+    slurm = FakeSlurm([FakeNode("c1", 4, 8000)])
+    add_admission(kube, "k8s-c1", admission("a1"))
+    copilot = Copilot(kube, slurm, settings(), CLUSTER)
+    copilot.relist()
+    add_admission(kube, "k8s-c1", admission("a2", pod="p1", cpu="1"))  # the scheduler writes after our list
+    result = copilot.sync()
+    assert result.conflicts >= 1 and result.ok
+    ledger = kube.get_object(GENERICNODES, "k8s-c1")["status"]["admissions"]
+    assert {uid: e["state"] for uid, e in ledger.items()} == {"a1": names.GRANTED, "a2": names.GRANTED}
+
+
+class NotifySocket:
+    def __init__(self, path):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(path)
+        self.sock.settimeout(0.1)
+        self.messages = []
+
+    def drain(self):
+        while True:
+            try:
+                self.messages.append(self.sock.recv(4096).decode())
+            except (socket.timeout, BlockingIOError):
+                return self.messages
+
+
+def test_the_daemon_watches_wakes_grants_notifies_systemd_and_serves_metrics(kube, world, tmp_path):
+    notify = NotifySocket(str(tmp_path / "notify"))
+    notifier = Notifier({"NOTIFY_SOCKET": str(tmp_path / "notify"), "WATCHDOG_USEC": "2000000", "WATCHDOG_PID": str(os.getpid())})
+    slurm = FakeSlurm([FakeNode("c1", 4, 8000)])
+    metrics = Metrics()
+    runner = None
+    copilot = Copilot(kube, slurm, settings(), CLUSTER, metrics=metrics, on_change=lambda what: runner.changed(what))
+    runner = Runner(copilot, notifier, resync_interval=30, poll_interval=0.2, watch_timeout=2, debounce=0.05)
+    server = metrics.serve("127.0.0.1", 0)
+    thread = threading.Thread(target=runner.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.time() + 10
+        while "READY=1" not in "".join(notify.drain()) and time.time() < deadline:
+            time.sleep(0.05)
+        add_admission(kube, "k8s-c1", admission("a1"))  # only the watch can tell the daemon now
+        while time.time() < deadline:
+            status = kube.get_object(GENERICNODES, "k8s-c1").get("status") or {}
+            if (status.get("admissions") or {}).get("a1", {}).get("state") == names.GRANTED:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the daemon did not grant the admission: %s" % status)
+        slurm.reconfigure()  # the poller sees the revert, the loop re-asserts
+        while slurm.nodes["c1"].gres != "k8scpu:3,k8smemory:6976" and time.time() < deadline:
+            time.sleep(0.05)
+        assert slurm.nodes["c1"].gres == "k8scpu:3,k8smemory:6976"
+        text = httpx.get("http://127.0.0.1:%d/metrics" % server.server_address[1]).text
+        samples = parse_exposition(text)
+        assert samples[("hybridhpc_copilot_ledger_allocated", (("node", "k8s-c1"), ("resource", "cpu"), ("type", "Kubernetes")))] == 1.0
+        assert samples[("hybridhpc_copilot_ready", ())] == 1.0
+        assert "hybridhpc_copilot_reconciles_total" in text and "hybridhpc_copilot_reconcile_duration_seconds_bucket" in text
+    finally:
+        runner.request_stop()
+        thread.join(10)
+        metrics.close()
+    messages = notify.drain()
+    ready = [m for m in messages if m.startswith("READY=1")]
+    assert ready and "STATUS=synced 1 GenericNodes" in ready[0]
+    assert "WATCHDOG=1" in messages[messages.index(ready[0]):] and messages[-1] == "STOPPING=1"

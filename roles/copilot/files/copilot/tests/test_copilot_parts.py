@@ -1,0 +1,314 @@
+"""Units, config, tokens, the slurmrestd adapter, metrics, sd_notify and the loop's pieces."""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+
+import httpx
+import pytest
+from copilot_builders import CLUSTER, admission, entry, generic_node, parse_exposition
+from fake_slurmrestd import FakeSlurmrestd
+
+from hybridhpc_copilot import config, core, names, tokens, units
+from hybridhpc_copilot._vendor import jwt
+from hybridhpc_copilot.kube import GENERICNODES, NODES, PODS, Conflict, FakeKube, TemporaryError, label_selector_matches
+from hybridhpc_copilot.loop import Copilot, Executor, Informer
+from hybridhpc_copilot.metrics import Metrics
+from hybridhpc_copilot.poller import SlurmPoller, changed_nodes
+from hybridhpc_copilot.slurm import FakeNode, FakeSlurm, RestSlurm, SlurmRefused, SlurmUnavailable, node_from_rest
+from hybridhpc_copilot.systemd import Notifier
+
+# -- units ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "millis"), [("2", 2000), ("2735m", 2735), ("0.5", 500), ("1.0001", 1001), ("1e3", 10**6),
+                                              (3, 3000), ("100u", 1), ("0", 0)])
+def test_cpu_quantities_round_up_to_millicores(text, millis):
+    assert units.cpu_millis(text) == millis
+
+
+@pytest.mark.parametrize(("text", "nbytes"), [("2Gi", 2 * 2**30), ("3417Mi", 3417 * 2**20), ("1k", 1000), ("1.5Ki", 1536),
+                                              ("100", 100), ("0.5", 1), ("1M", 10**6)])
+def test_memory_quantities_round_up_to_bytes(text, nbytes):
+    assert units.memory_bytes(text) == nbytes
+
+
+@pytest.mark.parametrize("bad", ["", "2x", "-1", "Gi", True, None, float("inf")])
+def test_bad_quantities_are_refused(bad):
+    with pytest.raises(units.QuantityError):
+        units.cpu_millis(bad)
+
+
+def test_formats_and_gres_strings():
+    assert [units.format_memory(n) for n in (0, 4000 * units.MIB, 4 * 2**30, 3072, 1536)] == ["0", "4000Mi", "4Gi", "3Ki", "1536"]
+    assert units.split_gres("gpu:tesla:2(S:0-1),k8scpu:4,k8smemory:1G,shard") == (
+        ("gpu", "tesla", 2), ("k8scpu", None, 4), ("k8smemory", None, 2**30), ("shard", None, 1))
+    assert units.parse_gres("(null)") == {} and units.parse_gres("gpu:a:1(IDX:0,1),gpu:b:2") == {"gpu": 3}
+    assert units.replace_gres("gpu:2,k8scpu:4,k8smemory:10", {"k8scpu": 1, "k8smemory": 2}) == "gpu:2,k8scpu:1,k8smemory:2"
+    assert units.replace_gres("", {"k8smemory": 2, "k8scpu": 1}) == "k8scpu:1,k8smemory:2"
+
+
+# -- config -------------------------------------------------------------------------------------------
+
+
+def test_a_full_config_file_loads(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "cluster_name: onprem\ncluster_namespace: slurm\nslurmrestd: {url: 'http://ctl:6820', user: admin}\n"
+        "token: {source: secret}\nnodes: {c1: {k8scpu: 4, k8smemory: 8000}}\nusage_source: gres\nmetrics: {port: 0}\n")
+    cfg = config.load(["--config", str(path), "--dry-run", "--log-level", "debug"])
+    assert (cfg.cluster_name, cfg.slurmrestd.url, cfg.slurmrestd.user, cfg.token.source) == ("onprem", "http://ctl:6820", "admin", "secret")
+    assert cfg.dry_run and not cfg.once and cfg.log_level == "debug" and cfg.metrics.port == 0
+    assert cfg.settings().configured == {"c1": core.Capacity(4, 8000)} and cfg.settings().usage_source == "gres"
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({}, "cluster_name is required"),
+    ({"cluster_name": "x", "colour": 1}, "unknown key colour in the config file"),
+    ({"cluster_name": "x", "slurmrestd": {"urll": "x"}}, "unknown key slurmrestd.urll in slurmrestd"),
+    ({"cluster_name": "x", "resync_interval": "often"}, "resync_interval must be a number"),
+    ({"cluster_name": "x", "drain_sync": "yes"}, "drain_sync must be true or false"),
+    ({"cluster_name": "x", "usage_source": "guess"}, "usage_source must be one of max, gres"),
+    ({"cluster_name": "x", "nodes": {"c1": {"k8scpu": 4}}}, "nodes.c1 must be {k8scpu: N, k8smemory: MB}"),
+    ({"cluster_name": "x", "token": {"source": "file"}}, "token.file is required"),
+    ({"cluster_name": "x", "token": {"lifespan": 5}}, "token.lifespan must be at least 30"),
+])
+def test_config_errors_name_the_key_and_the_fix(data, message):
+    with pytest.raises(config.ConfigError) as err:
+        config.from_dict(data)
+    assert message in str(err.value)
+
+
+def test_flags_override_the_file(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"cluster_name": "a", "slurmrestd": {"url": "http://x"}}))
+    cfg = config.load(["--config", str(path), "--cluster-name", "b", "--slurmrestd-url", "http://y", "--metrics-port", "9", "--once"])
+    assert (cfg.cluster_name, cfg.slurmrestd.url, cfg.metrics.port, cfg.once) == ("b", "http://y", 9, True)
+
+
+# -- tokens --------------------------------------------------------------------------------------------
+
+
+def test_key_file_tokens_are_short_lived_and_renewed(tmp_path):
+    key = tmp_path / "jwt.key"
+    key.write_bytes(b"secret\n")
+    now = [1000.0]
+    source = tokens.KeyFileTokens(str(key), "slurm", lifespan=300, clock=lambda: now[0])
+    first = source.current()
+    claims = jwt.decode_hs256_token(first, b"secret\n", now=1000)
+    assert claims == {"exp": 1300, "iat": 1000, "sun": "slurm"}
+    now[0] = 1150
+    assert source.current() == first
+    now[0] = 1250  # under a third of the life left
+    assert source.current() != first
+    with pytest.raises(tokens.TokenError):
+        tokens.KeyFileTokens(str(tmp_path / "missing"), "slurm").current()
+
+
+def test_secret_tokens_are_read_again_before_expiry():
+    def token(exp):
+        return jwt.sign_hs256_token(b"k", "slurm", 100, now=exp - 100)
+
+    secrets = [token(1100), token(2000)]
+    reads = []
+
+    def read_secret(namespace, name):
+        reads.append((namespace, name))
+        value = base64.b64encode(base64.b64encode(secrets[len(reads) - 1].encode())).decode()  # ACK's value is base64 too
+        return {"data": {CLUSTER: value}}
+
+    now = [1000.0]
+    source = tokens.SecretTokens(read_secret, CLUSTER, clock=lambda: now[0], min_left=60)
+    assert source.current() == secrets[0] and source.current() == secrets[0]
+    now[0] = 1050
+    assert source.current() == secrets[1]
+    assert reads == [(names.JWT_SECRET_NAMESPACE, names.JWT_SECRET_NAME)] * 2
+    with pytest.raises(tokens.TokenError):
+        tokens.SecretTokens(lambda ns, n: None, CLUSTER).current()
+
+
+def test_a_token_file_is_read_each_time(tmp_path):
+    path = tmp_path / "token"
+    path.write_text("a.b.c\n")
+    assert tokens.FileTokens(str(path)).current() == "a.b.c"
+
+
+# -- the slurmrestd adapter ----------------------------------------------------------------------------
+
+
+def test_rest_slurm_reads_and_changes_nodes_through_slurmrestd(tmp_path):
+    key = tmp_path / "jwt.key"
+    key.write_bytes(b"k" * 32)
+    fake = FakeSlurm([FakeNode("c1", 4, 8000, other_gres="gpu:1")])
+    with FakeSlurmrestd(fake, jwt_key=key.read_bytes()) as server:
+        slurm = RestSlurm(server.url, tokens.KeyFileTokens(str(key), "slurm"))
+        node = slurm.node_states()["c1"]
+        assert (node.gres, node.counts, node.states) == ("gpu:1,k8scpu:4,k8smemory:8000", (4, 8000), ("IDLE",))
+        slurm.set_node_gres("c1", "gpu:1,k8scpu:3,k8smemory:100")
+        slurm.drain_node("c1", "copilot: cordoned")
+        assert slurm.node_states(["c1", "nope"])["c1"].drained
+        slurm.resume_node("c1")
+        assert fake.nodes["c1"].gres == "gpu:1,k8scpu:3,k8smemory:100" and not fake.nodes["c1"].reason
+        with pytest.raises(SlurmRefused):
+            slurm.set_node_gres("nope", "k8scpu:1,k8smemory:1")
+        bad = RestSlurm(server.url, tokens.FileTokens(str(tmp_path / "t")))
+        (tmp_path / "t").write_text(jwt.sign_hs256_token(b"wrong", "slurm", 60))
+        with pytest.raises(SlurmRefused):
+            bad.node_states()
+        slurm.close()
+
+
+def test_rest_slurm_maps_unavailability(tmp_path):
+    def handler(request):
+        if request.url.path.endswith("/ping"):
+            return httpx.Response(200, json={"pings": [{"pinged": "UP"}]})
+        return httpx.Response(500, json={"errors": [{"error_number": 1001, "description": "Unable to contact slurm controller"}]})
+
+    slurm = RestSlurm("http://x", transport=httpx.MockTransport(handler))
+    with pytest.raises(SlurmUnavailable):
+        slurm.node_states()
+    down = RestSlurm("http://127.0.0.1:9", transport=httpx.MockTransport(lambda r: httpx.Response(503)))
+    down.client._sleep = lambda s: None
+    with pytest.raises(SlurmUnavailable):
+        down.node_states()
+
+
+def test_node_json_of_every_data_parser_version():
+    node = node_from_rest({"name": "c1", "gres": "k8scpu:2", "alloc_cpus": 1, "alloc_memory": {"set": True, "number": 10},
+                           "state": "IDLE+DRAIN", "reason": "x"})
+    assert (node.alloc_memory_mb, node.states) == (10, ("IDLE+DRAIN",))
+    assert node_from_rest({"name": "c1", "state": ["idle", "drain"]}).drained
+
+
+def test_the_executor_falls_back_when_slurm_refuses_a_count_under_its_usage():
+    class Refusing(FakeSlurm):
+        def set_node_gres(self, name, gres):
+            if "k8scpu:2" in gres:
+                raise SlurmRefused("count under the allocation")
+            super().set_node_gres(name, gres)
+
+    slurm = Refusing([FakeNode("c1", 4, 8000)])
+    kube = FakeKube()
+    executor = Executor(kube, slurm, Informer(kube, GENERICNODES))
+    outcome = executor.run([core.SetGres(None, "c1", "k8scpu:2,k8smemory:8000", (2, 8000), "r", "k8scpu:3,k8smemory:8000")])
+    assert not outcome.errors and slurm.nodes["c1"].gres == "k8scpu:3,k8smemory:8000"
+
+
+# -- loop pieces ----------------------------------------------------------------------------------------
+
+
+def test_the_informer_ignores_older_events_and_relists_after_gone():
+    kube = FakeKube(window=2)
+    kube.create(NODES, {"metadata": {"name": "n"}, "spec": {}})
+    informer = Informer(kube, NODES)
+    informer.relist()
+    newer = kube.annotate_node("n", "a", "1")
+    informer.put(newer)
+    informer.apply("MODIFIED", dict(newer, metadata=dict(newer["metadata"], resourceVersion="1")))
+    assert informer.get("n")["metadata"]["annotations"] == {"a": "1"}
+    for i in range(3):
+        kube.annotate_node("n", "b", str(i))
+    informer.resource_version = "0"
+    copilot = Copilot(kube, FakeSlurm(), core.Settings(), CLUSTER)
+    copilot.nodes = informer
+    copilot.informers = (informer,)
+    copilot.pump()  # 410 Gone: listed again
+    assert informer.get("n")["metadata"]["annotations"]["b"] == "2"
+
+
+def test_decisions_are_logged_only_once_the_ledger_took_them():
+    kube = FakeKube(fault=lambda op, kind, name: (_ for _ in ()).throw(Conflict("x", 409)) if op == "replace_status" else None)
+    kube.create(GENERICNODES, generic_node(status={}))
+    informer = Informer(kube, GENERICNODES)
+    informer.relist()
+    executor = Executor(kube, FakeSlurm([FakeNode("c1", 4, 8000)]), informer)
+    obj = informer.get("k8s-c1")
+    outcome = executor.run([core.GrantAdmission("k8s-c1", "a1", "r"),
+                            core.WriteStatus("k8s-c1", obj["metadata"]["resourceVersion"], {"admissions": {}}),
+                            core.SetGres("k8s-c1", "c1", "k8scpu:1,k8smemory:1", (1, 1), "r")])
+    assert outcome.conflicts == 1 and outcome.applied == []  # the node's SetGres waits for the next round
+
+
+def test_pod_cache_misses_are_confirmed_with_a_get():
+    kube = FakeKube()
+    kube.create(GENERICNODES, generic_node(admissions=[admission("a1")], status={"admissions": {}}))
+    kube.create(PODS, {"metadata": {"name": "p1", "namespace": "default"}, "status": {"phase": "Running"}})
+    copilot = Copilot(kube, FakeSlurm([FakeNode("c1", 4, 8000)]), core.Settings(), CLUSTER)
+    copilot.generic_nodes.relist()
+    copilot.nodes.relist()
+    copilot.pods.resource_version = str(kube.rv)  # "synced", but it never saw p1
+    observed = copilot.observe({})
+    assert ("default", "p1") in observed.pods and ("get", PODS, "p1") in kube.calls
+
+
+def test_a_failing_api_server_makes_the_pass_report_not_crash():
+    kube = FakeKube(fault=lambda op, kind, name: (_ for _ in ()).throw(TemporaryError("503", 503)))
+    result = Copilot(kube, FakeSlurm(), core.Settings(), CLUSTER).sync(full=True)
+    assert not result.ok and result.errors[0][0] == "kubernetes"
+
+
+def test_poller_reports_changes_and_forgets_on_errors():
+    slurm = FakeSlurm([FakeNode("c1", 4, 8000)])
+    seen = []
+    poller = SlurmPoller(slurm, on_change=seen.append)
+    poller.poll()
+    poller.poll()
+    slurm.nodes["c1"].count_cpu = 3
+    poller.poll()
+    assert seen == [{"c1"}, {"c1"}]
+    assert changed_nodes({"a": 1}, {"b": 1}) == {"a", "b"}
+    slurm.fault = lambda op, node: (_ for _ in ()).throw(SlurmUnavailable("down"))
+    with pytest.raises(SlurmUnavailable):
+        poller.poll()
+    assert poller.nodes is None
+
+
+def test_label_selectors_of_the_fake():
+    assert label_selector_matches("a=b,c!=d,e,!f", {"a": "b", "c": "x", "e": ""})
+    assert not label_selector_matches("a==b", {"a": "c"})
+
+
+# -- metrics and systemd ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("use_prometheus_client", [True, False])
+def test_metrics_expose_the_same_names_with_or_without_prometheus_client(use_prometheus_client):
+    metrics = Metrics(use_prometheus_client)
+    metrics.reconciles.labels("full").inc()
+    metrics.errors.labels("Conflict").inc()
+    metrics.latency.observe(0.02)
+    metrics.set_ledger("k8s-c1", {("Kubernetes", "cpu"): 2.735, ("Slurm", "memory"): 4000 * units.MIB}, {"Granted": 1}, True)
+    samples = parse_exposition(metrics.exposition().decode())
+    assert samples[("hybridhpc_copilot_reconciles_total", (("mode", "full"),))] == 1.0
+    assert samples[("hybridhpc_copilot_errors_total", (("kind", "Conflict"),))] == 1.0
+    assert samples[("hybridhpc_copilot_ledger_allocated", (("node", "k8s-c1"), ("resource", "cpu"), ("type", "Kubernetes")))] == 2.735
+    assert samples[("hybridhpc_copilot_ledger_allocated", (("node", "k8s-c1"), ("resource", "memory"), ("type", "Slurm")))] == 4000 * 2**20
+    assert samples[("hybridhpc_copilot_admissions", (("node", "k8s-c1"), ("state", "Granted")))] == 1.0
+    assert samples[("hybridhpc_copilot_overcommitted", (("node", "k8s-c1"),))] == 1.0
+    assert samples[("hybridhpc_copilot_reconcile_duration_seconds_bucket", (("le", "0.025"),))] == 1.0
+    assert samples[("hybridhpc_copilot_reconcile_duration_seconds_count", ())] == 1.0
+    metrics.forget_nodes(set())
+    assert 'node="k8s-c1"' not in metrics.exposition().decode()
+
+
+def test_sd_notify_is_a_no_op_outside_systemd_and_speaks_to_abstract_sockets():
+    assert not Notifier({}).ready()
+    name = "hybridhpc-copilot-test-%d" % id(object())
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind("\0" + name)
+    try:
+        notifier = Notifier({"NOTIFY_SOCKET": "@" + name, "WATCHDOG_USEC": "10000000"})
+        assert notifier.watchdog_seconds == 10 and notifier.ready("ok") and notifier.stopping()
+        assert sock.recv(100) == b"READY=1\nSTATUS=ok" and sock.recv(100) == b"STOPPING=1"
+    finally:
+        sock.close()
+    assert Notifier({"WATCHDOG_USEC": "5", "WATCHDOG_PID": "1"}).watchdog_seconds is None
+
+
+def test_entries_are_counted_by_what_they_hold():
+    ledger = {"a": entry(names.GRANTED, cpu="1500m", memory="1Mi"), "b": entry(names.RESERVED, cpu="1", memory="1"),
+              "c": entry(names.DENIED, cpu="9"), "d": {"state": names.GRANTED, "request": {"cpu": "junk"}}}
+    assert core.holdings(ledger) == (2500, units.MIB + 1)
+    assert core.wanted_counts(core.Capacity(4, 10), ledger) == (1, 8)

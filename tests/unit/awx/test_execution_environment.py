@@ -1,0 +1,133 @@
+"""execution-environment.yml: `ansible-builder create` makes a valid build context offline.
+
+`create` only writes the context (nothing is pulled or built). The context must
+hold the Containerfile, awx/requirements.{yml,txt} and awx/bindep.txt, and the
+collection itself, which the galaxy stage installs from the context's _build/
+directory: that install is repeated here, offline, from the context.
+"""
+
+import importlib.util
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+pytest.importorskip("ansible_builder", reason="ansible-builder is not installed (requirements-dev.txt)")
+
+from ansible.module_utils.compat.version import LooseVersion  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+BIN = pathlib.Path(sys.executable).parent
+EE_FILE = ROOT / "execution-environment.yml"
+GALAXY = yaml.safe_load((ROOT / "galaxy.yml").read_text())
+REQS = yaml.safe_load((ROOT / "awx" / "requirements.yml").read_text())["collections"]
+
+
+@pytest.fixture(scope="module")
+def context(tmp_path_factory):
+    ctx = tmp_path_factory.mktemp("ee") / "context"
+    res = subprocess.run(
+        [BIN / "ansible-builder", "create", "-f", EE_FILE, "-c", ctx, "--output-filename", "Containerfile", "-v", "1"],
+        check=False, capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    return ctx
+
+
+def test_containerfile_builds_from_the_named_base_image(context):
+    containerfile = (context / "Containerfile").read_text()
+    base = yaml.safe_load(EE_FILE.read_text())["images"]["base_image"]["name"]
+    assert 'ARG EE_BASE_IMAGE="%s"' % base in containerfile
+    assert "FROM $EE_BASE_IMAGE AS base" in containerfile
+    assert "ansible-galaxy collection install" in containerfile
+    assert "ansible-core==" in containerfile and "ansible-runner==" in containerfile
+
+
+@pytest.mark.parametrize("name", ["requirements.yml", "requirements.txt", "bindep.txt"])
+def test_requirement_files_are_copied(context, name):
+    assert (context / "_build" / name).read_text() == (ROOT / "awx" / name).read_text()
+
+
+def test_collection_is_in_the_context(context):
+    copy = context / "_build" / "hybridhpc.slurm"
+    assert yaml.safe_load((copy / "galaxy.yml").read_text())["version"] == GALAXY["version"]
+    for sub in ("meta/runtime.yml", "README.md", "playbooks/site.yml", "awx/credential_types"):
+        assert (copy / sub).exists(), sub
+    for role in (ROOT / "roles").iterdir():
+        assert (copy / "roles" / role.name).is_dir(), role.name
+    for plugin_dir in (ROOT / "plugins").iterdir():
+        if plugin_dir.is_dir() and plugin_dir.name != "__pycache__":
+            assert (copy / "plugins" / plugin_dir.name).is_dir(), plugin_dir.name
+
+
+def test_galaxy_stage_installs_the_collection_offline(context, tmp_path):
+    """What the galaxy stage runs in /build, limited to the local collection (Galaxy is not reachable here)."""
+    build = context / "_build"
+    local = {"collections": [r for r in REQS if r.get("type") == "dir"]}
+    (build / "local-requirements.yml").write_text(yaml.safe_dump(local))
+    res = subprocess.run(
+        [BIN / "ansible-galaxy", "collection", "install", "-r", "local-requirements.yml", "--offline", "--no-deps",
+         "-p", tmp_path / "collections"],
+        check=False, capture_output=True, text=True, timeout=120, cwd=build,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    installed = tmp_path / "collections" / "ansible_collections" / "hybridhpc" / "slurm"
+    manifest = yaml.safe_load((installed / "MANIFEST.json").read_text())["collection_info"]
+    assert (manifest["namespace"], manifest["name"], manifest["version"]) == ("hybridhpc", "slurm", GALAXY["version"])
+    assert (installed / "roles" / "munge" / "tasks" / "main.yml").is_file()
+    assert not list(installed.rglob("__pycache__")), "build_ignore of galaxy.yml applies to the install"
+
+
+def test_collection_dependencies_are_pinned_and_satisfy_galaxy_yml():
+    pins = {r["name"]: r.get("version") for r in REQS if r.get("type") != "dir"}
+    assert {"ansible.posix", "community.general", "community.mysql", "community.docker", "kubernetes.core"} <= set(pins)
+    for name, spec in GALAXY.get("dependencies", {}).items():
+        assert name in pins, "%s (galaxy.yml dependency) missing from awx/requirements.yml" % name
+        minimum = spec.lstrip(">=")
+        assert LooseVersion(str(pins[name])) >= LooseVersion(minimum), name
+    for name, version in pins.items():
+        assert version and not str(version).startswith((">", "<", "*")), "%s is not pinned" % name
+
+
+def test_pinned_collections_are_the_tested_ones():
+    """The pins are the versions this repository is tested with (the `ansible` bundle)."""
+    for req in REQS:
+        if req.get("type") == "dir":
+            continue
+        spec = importlib.util.find_spec("ansible_collections.%s" % req["name"])
+        if spec is None:
+            pytest.skip("%s is not installed here" % req["name"])
+        manifest = pathlib.Path(list(spec.submodule_search_locations)[0]) / "MANIFEST.json"
+        installed = yaml.safe_load(manifest.read_text())["collection_info"]["version"]
+        assert str(req["version"]) == installed, req["name"]
+
+
+def test_python_requirements_are_pinned():
+    lines = [ln.strip() for ln in (ROOT / "awx" / "requirements.txt").read_text().splitlines()]
+    reqs = {ln.split("==")[0].lower(): ln for ln in lines if ln and not ln.startswith("#")}
+    assert {"jmespath", "kubernetes", "httpx", "pymysql", "docker"} <= set(reqs)
+    for line in reqs.values():
+        assert "==" in line, "%s is not pinned" % line
+
+
+def test_bindep_parses_and_covers_both_package_families():
+    depends_mod = pytest.importorskip("bindep.depends")
+    text = (ROOT / "awx" / "bindep.txt").read_text()
+    depends = depends_mod.Depends(text)
+    rpm = {r[0] for r in depends.active_rules(["platform:rpm", "default"])}
+    dpkg = {r[0] for r in depends.active_rules(["platform:dpkg", "default"])}
+    assert {"git", "openssh-clients", "rsync"} <= rpm
+    assert {"git", "openssh-client", "rsync"} <= dpkg
+
+
+def test_create_needs_nothing_but_the_checkout():
+    """No file outside the repository is referenced (a CI runner has only the checkout)."""
+    ee = yaml.safe_load(EE_FILE.read_text())
+    for entry in ee.get("additional_build_files", []):
+        src = pathlib.Path(entry["src"])
+        assert not src.is_absolute() and ".." not in src.parts, entry
+        assert list(ROOT.glob(str(src))), "%s matches nothing" % src
+    for dep in ("galaxy", "python", "system"):
+        assert (ROOT / ee["dependencies"][dep]).is_file()
