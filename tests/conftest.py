@@ -17,3 +17,9 @@ if not LINK.exists():
     LINK.symlink_to(ROOT, target_is_directory=True)
 if str(COLLECTIONS) not in sys.path:
     sys.path.insert(0, str(COLLECTIONS))
+
+# Ansible's own collection loader, as ansible-test installs it for unit tests:
+# templates rendered in tests can then use the collection's plugins by FQCN.
+from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder  # noqa: E402
+
+_AnsibleCollectionFinder(paths=[str(COLLECTIONS)])._install()

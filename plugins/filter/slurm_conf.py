@@ -10,7 +10,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import cluster_model, slurm_conf
-from ansible_collections.hybridhpc.slurm.plugins.module_utils.hostlist import HostlistError, compress
+from ansible_collections.hybridhpc.slurm.plugins.module_utils.hostlist import HostlistError, compress, expand
 
 
 def _sorted_compress(names):
@@ -76,6 +76,11 @@ def slurm_nodes_from_hosts(hosts, hostvars, reserve_mb=0):
     return slurm_conf.derive_nodes(per_host, _sorted_compress)
 
 
+def slurm_k8s_capacity(nodes):
+    """Configured k8scpu/k8smemory per Slurm node of shared nodes' records."""
+    return slurm_conf.k8s_capacity(nodes, expand)
+
+
 def slurm_cluster_problems(model):
     """Problems in a cluster model, each naming the variable and the fix."""
     return cluster_model.cluster_problems(model)
@@ -93,5 +98,6 @@ class FilterModule(object):
                 slurm_conf_needs_restart,
                 slurm_nodes_from_hosts,
                 slurm_cluster_problems,
+                slurm_k8s_capacity,
             )
         }

@@ -283,3 +283,24 @@ def add_k8s_gres(params):
     result = dict(params)
     result["Gres"] = ",".join(gres)
     return result
+
+
+def k8s_capacity(records, expand):
+    """Configured k8scpu/k8smemory per Slurm node, from node records.
+
+    The copilot must never set a node's GRES above these counts (a count
+    above slurm.conf's drains the node INVALID_REG at its next registration).
+    """
+    capacity = {}
+    for record in records or []:
+        counts = {}
+        for item in str(record.get("Gres") or "").split(","):
+            parts = item.split(":")
+            if parts[0] in K8S_GRES and len(parts) >= 2:
+                counts[parts[0]] = int(parts[-1])
+        if set(counts) != set(K8S_GRES):
+            continue
+        names = record["NodeName"]
+        for name in expand(names if isinstance(names, str) else ",".join(names)):
+            capacity[name] = dict(counts)
+    return capacity

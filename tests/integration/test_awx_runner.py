@@ -32,6 +32,7 @@ import shutil
 import string
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -157,9 +158,21 @@ def awx_inventory_script(path):
 
 
 @pytest.fixture(scope="module")
-def private_data_dir(tmp_path_factory, credentials):
+def job_dir(request):
+    """A directory of its own (other pytest sessions rotate the shared basetemp); kept when a test failed."""
+    path = pathlib.Path(tempfile.mkdtemp(prefix="hybridhpc-awx-job-"))
+    failed_before = request.session.testsfailed
+    yield path
+    if request.session.testsfailed == failed_before:
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        print("awx job directory kept for inspection: %s" % path)
+
+
+@pytest.fixture(scope="module")
+def private_data_dir(job_dir, credentials):
     """An AWX job's private data dir, with the credentials injected as their types do."""
-    pdd = tmp_path_factory.mktemp("awx-job")
+    pdd = job_dir
     shutil.copytree(ROOT / "playbooks", pdd / "project")
     (pdd / "inventory").mkdir()
     awx_inventory_script(pdd / "inventory" / "hosts")

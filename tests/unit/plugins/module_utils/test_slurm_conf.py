@@ -117,3 +117,15 @@ def test_k8s_gres_sized_from_the_node_and_keeps_other_gres():
 def test_k8s_gres_needs_cpus_and_memory():
     with pytest.raises(sc.SlurmConfError, match="needs CPUs and RealMemory"):
         sc.add_k8s_gres({"CPUs": 8})
+
+
+def test_k8s_capacity_per_node_from_records():
+    records = [
+        {"NodeName": "c[1-2]", "CPUs": 8, "Gres": "gpu:1,k8scpu:8,k8smemory:16000"},
+        {"NodeName": "d1", "CPUs": 4},
+    ]
+    expand = {"c[1-2]": ["c1", "c2"], "d1": ["d1"]}.__getitem__
+    assert sc.k8s_capacity(records, expand) == {
+        "c1": {"k8scpu": 8, "k8smemory": 16000},
+        "c2": {"k8scpu": 8, "k8smemory": 16000},
+    }

@@ -142,8 +142,9 @@ class World:
 
     def _update_spec(self, node, change):
         obj = self.kube.objects[GENERICNODES][node]
-        new = core_clone(obj)
-        change(new["spec"].setdefault("admissions", []))
+        admissions = [dict(a) for a in obj["spec"].get("admissions") or []]
+        change(admissions)
+        new = dict(obj, spec=dict(obj["spec"], admissions=admissions))
         self.kube.update(GENERICNODES, new)
 
     def op_admit(self, index, cpu, mem):
@@ -206,8 +207,8 @@ class World:
 
     def op_cordon(self, index, unschedulable):
         name = "k8s-c%d" % (index % len(self.capacities))
-        obj = core_clone(self.kube.objects[NODES][name])
-        obj["spec"]["unschedulable"] = unschedulable
+        obj = self.kube.objects[NODES][name]
+        obj = dict(obj, spec=dict(obj["spec"], unschedulable=unschedulable))
         self.kube.update(NODES, obj)
 
     def op_admin_drain(self, index, drain):
@@ -305,8 +306,3 @@ class World:
                 if entry["state"] == names.GRANTED and not self.pods[entry["pod"]["name"]].alive:
                     raise InvariantBroken("after a resync %s holds resources for a deleted pod" % uid)
 
-
-def core_clone(obj):
-    from hybridhpc_copilot.kube import clone
-
-    return clone(obj)

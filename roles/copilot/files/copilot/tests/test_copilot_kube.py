@@ -116,6 +116,13 @@ def test_errors_are_sorted_into_temporary_and_permanent(kube, world):
     assert err.value.status == 401
 
 
+def test_a_missing_crd_is_a_permanent_error_that_says_what_to_install(kubeconfig, api_server):
+    api_server.state.delete(api_server.state.types[("apiextensions.k8s.io", "customresourcedefinitions")], None, names.CRD_NAME)
+    with pytest.raises(PermanentError) as err:
+        KubeClient(kubeconfig).list_objects(GENERICNODES)
+    assert "is the genericnodes.kai.alibabacloud.com CRD installed?" in str(err.value)
+
+
 def test_secrets_are_read(kube, world):
     world.load([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": names.JWT_SECRET_NAMESPACE}},
                 {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": names.JWT_SECRET_NAME, "namespace": names.JWT_SECRET_NAMESPACE},

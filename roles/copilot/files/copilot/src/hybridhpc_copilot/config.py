@@ -33,7 +33,7 @@ class SlurmrestdConfig:
 @dataclass
 class TokenConfig:
     source: str = "key"  # key: sign from jwt_key_file | secret: ACK's Secret | file: a token file
-    jwt_key_file: str = "/var/spool/slurmctld/jwt_hs256.key"
+    jwt_key_file: str = "/etc/slurm/jwt_hs256.key"
     lifespan: int = 300
     file: str | None = None
     secret_namespace: str = names.JWT_SECRET_NAMESPACE

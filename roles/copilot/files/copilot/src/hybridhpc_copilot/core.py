@@ -34,6 +34,7 @@ somebody else set is shown on the Kubernetes Node as an annotation.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -395,7 +396,12 @@ def fallback_counts(cap: Capacity, want: tuple[int, int], usage: tuple[int, int]
 
 
 def timestamp(now: float) -> str:
-    return _dt.datetime.fromtimestamp(int(now), tz=_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _timestamp(int(now))
+
+
+@functools.lru_cache(maxsize=256)
+def _timestamp(seconds: int) -> str:
+    return _dt.datetime.fromtimestamp(seconds, tz=_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_timestamp(text) -> float | None:

@@ -180,7 +180,11 @@ class KubeClient:
     # -- the interface ---------------------------------------------------------------
     def list_objects(self, kind, label_selector=None):
         kwargs = {"label_selector": label_selector} if label_selector else {}
-        data = self._json("list %s" % kind, self._list_method(kind), **kwargs)
+        try:
+            data = self._json("list %s" % kind, self._list_method(kind), **kwargs)
+        except NotFound as err:
+            raise PermanentError("%s: is the %s CRD installed? (kubectl apply -f crd/%s.yaml)" % (
+                err, names.CRD_NAME, names.CRD_NAME), 404) from err
         return list(data.get("items") or []), str((data.get("metadata") or {}).get("resourceVersion") or "")
 
     def watch_objects(self, kind, resource_version, timeout_seconds=300, label_selector=None):
@@ -403,9 +407,12 @@ class FakeKube:
         return self._store(kind, obj, "ADDED")
 
     def update(self, kind: str, obj: dict) -> dict:
-        """An unconditional-unless-resourceVersion-given update of a whole object (status included)."""
+        """An unconditional-unless-resourceVersion-given update of a whole object (status included).
+
+        ``obj`` becomes the stored object: pass a copy you no longer touch.
+        """
         current = self._current(kind, obj)
-        new = clone(obj)
+        new = dict(obj, metadata=dict(obj["metadata"]))
         new["metadata"]["uid"] = current["metadata"].get("uid")
         return self._store(kind, new, "MODIFIED")
 
