@@ -13,7 +13,7 @@ export PY_COLORS ?= 0
 LAB_INVENTORY ?= inventories/lab/hosts.yml
 LAB_CTL := onprem-ctl1
 
-.PHONY: lab lab-down lab-status test lint sanity unit molecule bench build deps docker image clean
+.PHONY: lab lab-down lab-status test lint sanity unit integration molecule bench build deps docker image clean
 
 $(VENV)/.stamp: requirements-dev.txt
 	@echo "make: python venv with pinned tools"
@@ -48,7 +48,7 @@ lab-down:
 lab-status:
 	@$(PY) lab/labctl.py status
 
-test: docker deps image lint sanity unit molecule
+test: docker deps image lint sanity unit integration molecule
 	@echo "make: all tests passed"
 
 lint: deps
@@ -61,10 +61,14 @@ sanity: deps
 	@tests/sanity.sh
 
 unit: deps
-	@echo "make: pytest unit tests"
-	@$(BIN)/pytest -q tests/unit
+	@echo "make: pytest unit tests (plugins, roles' templates, the copilot, the Kubernetes API double)"
+	@$(BIN)/pytest -q tests/unit roles/copilot/files/copilot/tests tests/k8s_double
 
-MOLECULE_SCENARIOS ?= default federation
+integration: deps image
+	@echo "make: pytest integration tests (bad inventories, AWX through ansible-runner on its own lab)"
+	@$(BIN)/pytest -q tests/integration
+
+MOLECULE_SCENARIOS ?= default federation colocation
 
 molecule: deps image
 	@for s in $(MOLECULE_SCENARIOS); do \

@@ -248,6 +248,7 @@ def _handler(server: ApiServer):
             url = urlsplit(self.path)
             query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
             server.requests.append((method, url.path, query))
+            del server.requests[:-1000]  # a long-running standalone server keeps the last 1000
             try:
                 if not self._authorized(url.path):
                     self._body()
