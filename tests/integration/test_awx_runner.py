@@ -220,7 +220,11 @@ def run_job(pdd, ident, playbook, cmdline=None, extravars=None):
         current.update(extravars)
         path.write_text(awx_injectors.safe_dump(current))
     kwargs = {"cmdline": cmdline} if cmdline else {}
-    result = ansible_runner.run(private_data_dir=str(pdd), playbook=playbook, ident=ident, quiet=True, **kwargs)
+    # As AWX does: runner must not write its arguments (cmdline, envvars...) into
+    # env/, where the next job would pick them up (a --check that sticks).
+    result = ansible_runner.run(private_data_dir=str(pdd), playbook=playbook, ident=ident, quiet=True,
+                                suppress_env_files=True, **kwargs)
+    assert sorted(p.name for p in (pdd / "env").iterdir() if not p.name.startswith("tmp")) == ["envvars", "extravars", "settings"]
     elapsed = time.monotonic() - start
     stdout = (pdd / "artifacts" / ident / "stdout").read_text(errors="replace")
     print("%s (%s): %s rc=%s in %.0fs" % (ident, playbook, result.status, result.rc, elapsed))
