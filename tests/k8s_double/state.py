@@ -295,7 +295,7 @@ class State:
             new["apiVersion"], new["kind"] = rtype.api_version(version), rtype.kind
             new = self._validate(rtype, version, new, strict)
             if rtype.kind == "CustomResourceDefinition":
-                new = self._establish(new)
+                new = self._establish(new, current)
             if subresource != "status" and new.get("spec") != current.get("spec"):
                 new["metadata"]["generation"] = int(current["metadata"].get("generation") or 1) + 1
             comparable = dict(new, metadata=dict(new["metadata"], resourceVersion=current["metadata"]["resourceVersion"]),
@@ -354,7 +354,7 @@ class State:
             self._unserve(final)
 
     # -- CRDs --------------------------------------------------------------------------------
-    def _establish(self, crd: dict) -> dict:
+    def _establish(self, crd: dict, previous: dict | None = None) -> dict:
         spec = crd.get("spec") or {}
         names = spec.get("names") or {}
         problems = []
@@ -391,6 +391,13 @@ class State:
             ],
             "storedVersions": [v["name"] for v in versions if v.get("storage")],
         }
+        # A condition keeps its lastTransitionTime while its status stays the
+        # same, as the real apiextensions controller does.
+        before = {(c.get("type"), c.get("status")): c for c in ((previous or {}).get("status") or {}).get("conditions") or []}
+        for condition in crd["status"]["conditions"]:
+            old = before.get((condition["type"], condition["status"]))
+            if old and old.get("lastTransitionTime"):
+                condition["lastTransitionTime"] = old["lastTransitionTime"]
         return crd
 
     def _serve(self, crd: dict) -> None:

@@ -65,3 +65,29 @@ def test_kubernetes_core_modules_work_against_the_double(api_server, tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert json.loads(out.read_text()) == {"created": True, "again": False, "changed": True, "alias": "c9", "found": 1,
                                            "deleted": True}
+
+
+def test_reapplying_an_unchanged_crd_changes_nothing(tmp_path):
+    """A no-op apply of a CRD keeps its resourceVersion (idempotent playbooks depend on it)."""
+    import yaml
+
+    from k8s_double import ApiServer
+
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Cluster",
+            "names": {"plural": "widgets", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": True, "storage": True,
+                          "schema": {"openAPIV3Schema": {"type": "object"}}}],
+        },
+    }
+    with ApiServer() as server:
+        server.load([crd])
+        kinds = server.state.types[("apiextensions.k8s.io", "customresourcedefinitions")]
+        before = server.state.get(kinds, None, "widgets.example.com")
+        after = server.state.update(kinds, None, "widgets.example.com", yaml.safe_load(yaml.safe_dump(before)))
+        assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
