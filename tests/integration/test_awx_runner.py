@@ -121,7 +121,7 @@ def remove_slurm_cgroups():
 
 def random_password(length=32):
     alphabet = string.ascii_letters + string.digits
-    return "".join(secrets.choice(alphabet) for _ in range(length))
+    return "".join(map(secrets.choice, [alphabet] * length))
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +185,6 @@ def private_data_dir(job_dir, credentials):
         "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".collections"),
         # AWX settings -> "Extra Environment Variables" (AWX_TASK_ENV).
         "ANSIBLE_PIPELINING": "True",
-        "ANSIBLE_FORCE_COLOR": "False",
     }
     for type_file, type_inputs in inputs.items():
         ctype = awx_injectors.load_credential_type(ROOT / "awx" / "credential_types" / type_file)
