@@ -24,14 +24,14 @@ K8S_VERSION = "1.31"
 VARS = {
     "role_path": str(ROLE),
     "slurm_cluster_name": "onprem",
-    "ack_cluster_namespace": "slurm",
+    "ack_operator_cluster_namespace": "slurm",
     "ack_operator_namespace": "ack-slurm-operator",
-    "ack_slurmrestd_address": "10.0.0.5",
-    "ack_slurmrestd_port": 6820,
+    "ack_operator_slurmrestd_address": "10.0.0.5",
+    "ack_operator_slurmrestd_port": 6820,
     "slurm_common_k8s_shared_hosts": ["cn001", "cn002"],
     "hostvars": {"cn001": {"k8s_node_name": "k8s-cn001"}, "cn002": {}},
-    "__ack_token": "eyJhbGciOiJIUzI1NiJ9.eyJzdW4iOiJzbHVybSJ9.c2ln",
-    "__ack_jwt_key": {"content": base64.b64encode(b"k" * 32).decode()},
+    "__ack_operator_token": "eyJhbGciOiJIUzI1NiJ9.eyJzdW4iOiJzbHVybSJ9.c2ln",
+    "__ack_operator_jwt_key": {"content": base64.b64encode(b"k" * 32).decode()},
     "munge_key_b64": base64.b64encode(b"m" * 1024).decode(),
     "slurm_common_config": {"ClusterName": "onprem", "SlurmctldHost": ["ctl1"], "GresTypes": ["k8scpu", "k8smemory"]},
     "slurm_common_nodes": [{"NodeName": "cn[001-002]", "CPUs": 8, "RealMemory": 16000, "Gres": "k8scpu:8,k8smemory:16000"}],
@@ -64,7 +64,7 @@ def test_service_points_at_slurmrestd():
 
 def test_secret_holds_the_token_under_the_cluster_name():
     (secret,) = render("jwt-secret.yml.j2")
-    assert base64.b64decode(secret["data"]["onprem"]).decode() == VARS["__ack_token"]
+    assert base64.b64decode(secret["data"]["onprem"]).decode() == VARS["__ack_operator_token"]
 
 
 def test_genericnodes_match_the_crd_schema():

@@ -164,7 +164,7 @@ def test_rendered_injection(path, tmp_path):
         assert pathlib.Path(files[0]).read_text() == inputs["kubeconfig"]
         job_path = "/runner/env/" + pathlib.Path(files[0]).name
         assert env == {"K8S_AUTH_KUBECONFIG": job_path}
-        assert extra_vars == {"ack_kubeconfig": job_path, "copilot_kubeconfig": job_path}
+        assert extra_vars == {"ack_operator_kubeconfig": job_path, "copilot_kubeconfig": job_path}
 
 
 def test_extra_vars_reach_ansible_as_unsafe_text(tmp_path):
