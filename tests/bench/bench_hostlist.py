@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: hybridhpc.slurm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Timings of module_utils/hostlist.py expand()/compress() on 10k and 100k names.
@@ -30,7 +29,7 @@ def load_hostlist():
 def best(func, repeat):
     times = []
     result = None
-    for _ in range(repeat):
+    for _unused in range(repeat):
         start = time.perf_counter()
         result = func()
         times.append(time.perf_counter() - start)
@@ -38,7 +37,7 @@ def best(func, repeat):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     hl = load_hostlist()
@@ -67,7 +66,7 @@ def main():
         ]
         print("%d names (%d after gaps)" % (count, len(names)))
         for label, func, fargs, kwargs in cases:
-            seconds, _ = best(lambda f=func, a=fargs, k=kwargs: f(*a, **k), args.repeat)
+            seconds, _unused = best(lambda f=func, a=fargs, k=kwargs: f(*a, **k), args.repeat)
             print("  %-42s %8.1f ms" % (label, seconds * 1000))
 
 

@@ -95,19 +95,19 @@ def json_patch(target, operations):
         if kind == "add":
             doc = _add(doc, path, copy.deepcopy(op.get("value")))
         elif kind == "remove":
-            doc, _ = _remove(doc, path)
+            doc, _unused = _remove(doc, path)
         elif kind == "replace":
             _get(doc, path)
             if not _pointer(path):
                 doc = copy.deepcopy(op.get("value"))
             else:
-                doc, _ = _remove(doc, path)
+                doc, _unused = _remove(doc, path)
                 doc = _add(doc, path, copy.deepcopy(op.get("value")))
         elif kind in ("move", "copy"):
             source = op.get("from")
             value = copy.deepcopy(_get(doc, source))
             if kind == "move":
-                doc, _ = _remove(doc, source)
+                doc, _unused = _remove(doc, source)
             doc = _add(doc, path, value)
         elif kind == "test":
             if _get(doc, path) != op.get("value"):

@@ -111,7 +111,7 @@ def _json_type(value) -> str:
 
 def unknown_fields(schema: dict, value, path: str = "") -> list[str]:
     """Paths that pruning would drop (for fieldValidation=Strict)."""
-    pruned, _ = validate(schema, value)
+    pruned, _unused = validate(schema, value)
     dropped: list[str] = []
     _diff(value, pruned, path, dropped)
     return dropped

@@ -122,7 +122,7 @@ class ApiServer:
         objects = sorted(objects, key=lambda o: 0 if o.get("kind") == "CustomResourceDefinition" else 1)
         for obj in objects:
             api_version = obj.get("apiVersion", "v1")
-            group, _, version = api_version.rpartition("/")
+            group, _unused, version = api_version.rpartition("/")
             rtype = next((t for t in self.state.types.values() if t.kind == obj.get("kind") and t.group == group), None)
             if rtype is None:
                 raise ValueError("unknown kind %s/%s" % (api_version, obj.get("kind")))

@@ -166,7 +166,7 @@ class State:
         return obj
 
     def list(self, rtype: ResourceType, namespace, predicate) -> list[dict]:
-        return [obj for (ns, _), obj in sorted(self.objects[rtype.key].items())
+        return [obj for (ns, _unused), obj in sorted(self.objects[rtype.key].items())
                 if (not namespace or ns == namespace) and predicate(obj)]
 
     # -- validation ------------------------------------------------------------------------

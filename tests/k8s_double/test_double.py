@@ -194,8 +194,8 @@ def test_a_no_op_update_keeps_the_resource_version(crd):
 def test_the_status_subresource_is_the_only_way_to_write_status(crd):
     made = crd.create_cluster_custom_object(GROUP, VERSION, PLURAL, dict(widget("w"), status={"phase": "ignored"}))
     assert "status" not in made
-    with_status = crd.replace_cluster_custom_object_status(GROUP, VERSION, PLURAL, "w", dict(made, status={"phase": "Ready"},
-                                                                                               spec={"size": 99}))
+    changed = dict(made, status={"phase": "Ready"}, spec={"size": 99})
+    with_status = crd.replace_cluster_custom_object_status(GROUP, VERSION, PLURAL, "w", changed)
     assert with_status["status"] == {"phase": "Ready"} and with_status["spec"]["size"] == 1
     main = crd.replace_cluster_custom_object(GROUP, VERSION, PLURAL, "w", dict(with_status, status={"phase": "Lost"}))
     assert main["status"] == {"phase": "Ready"}
@@ -291,8 +291,8 @@ def test_an_expired_resource_version_gets_410_gone(crd, api_server):
     assert event["type"] == "ERROR"
     assert (event["object"]["kind"], event["object"]["code"], event["object"]["reason"]) == ("Status", 410, "Expired")
     with pytest.raises(ApiException) as err:
-        for _ in watch.Watch().stream(crd.list_cluster_custom_object, GROUP, VERSION, PLURAL, resource_version="1",
-                                      timeout_seconds=1):
+        stream = watch.Watch().stream(crd.list_cluster_custom_object, GROUP, VERSION, PLURAL, resource_version="1", timeout_seconds=1)
+        for _unused in stream:
             pass
     assert err.value.status == 410
 

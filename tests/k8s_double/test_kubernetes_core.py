@@ -61,7 +61,7 @@ def test_kubernetes_core_modules_work_against_the_double(api_server, tmp_path):
     playbook.write_text(PLAYBOOK % {"kubeconfig": kubeconfig, "crd": crd, "out": out})
     env = dict(os.environ, ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
                ANSIBLE_PYTHON_INTERPRETER=sys.executable)
-    done = subprocess.run([str(playbook_bin), str(playbook)], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=240)
+    done = subprocess.run([str(playbook_bin), str(playbook)], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=240, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert json.loads(out.read_text()) == {"created": True, "again": False, "changed": True, "alias": "c9", "found": 1,
                                            "deleted": True}

@@ -576,7 +576,7 @@ def test_update_node_sends_the_full_body(fake):
 
 
 def test_update_node_name_field_is_a_list(fake):
-    make(fake).update_node("c1", name="c1", address="10.0.0.5", hostname=["c1"], comment="x")
+    make(fake).update_node("c1", name="c1", address="10.0.0.5", hostname=["c1"], comment="x")  # pylint: disable=kwarg-superseded-by-positional-arg
     assert fake.calls("POST")[-1]["body"] == {"name": ["c1"], "address": ["10.0.0.5"], "hostname": ["c1"], "comment": "x"}
 
 
@@ -686,7 +686,7 @@ def test_submit_job_validates_the_script(fake):
     with pytest.raises(ValueError, match="#!"):
         client.submit_job("hostname\n")
     with pytest.raises(ValueError, match="first argument"):
-        client.submit_job("#!/bin/sh\n", script="#!/bin/sh\n")
+        client.submit_job("#!/bin/sh\n", script="#!/bin/sh\n")  # pylint: disable=kwarg-superseded-by-positional-arg
     assert fake.calls("POST") == []
 
 
