@@ -889,3 +889,18 @@ def modify_federation(runner, name, clusters=None, flags=None):
 def delete_federation(runner, name):
     """Delete a federation (its members leave it); return the argv that ran."""
     return runner.write(delete_federation_args(name))
+
+
+def apply_plan(runner, plan, check_mode, read_after):
+    """Run a plan's sacctmgr writes, or in check mode only name them.
+
+    Returns ``(changed, commands, after)``: the argv lists run (or that would
+    run) and the object as read back after the writes (the plan's expected
+    state in check mode or when nothing changes).
+    """
+    commands = [runner.write_argv(args) for args in plan["changes"]]
+    after = plan["after"]
+    if commands and not check_mode:
+        commands = [runner.write(args) for args in plan["changes"]]
+        after = read_after()
+    return bool(commands), commands, after

@@ -214,6 +214,7 @@ from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr import (
     FEATURE_MODES,
     FEDSTATES,
     SacctmgrError,
+    apply_plan,
     get_cluster,
     plan_cluster,
     runner_from_module,
@@ -258,13 +259,7 @@ def ensure_cluster(runner, params, check_mode=False, diff=False):
         features_mode=params.get("features_mode") or "set",
         fedstate=params.get("fedstate"),
     )
-    commands = [runner.write_argv(args) for args in plan["changes"]]
-    changed = bool(commands)
-    after = plan["after"]
-
-    if changed and not check_mode:
-        commands = [runner.write(args) for args in plan["changes"]]
-        after = get_cluster(runner, name)
+    changed, commands, after = apply_plan(runner, plan, check_mode, lambda: get_cluster(runner, name))
 
     result = {
         "changed": changed,

@@ -219,6 +219,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr import (
     CLUSTERS_MODES,
     SacctmgrError,
+    apply_plan,
     federation_joining_clusters,
     get_cluster,
     get_federation,
@@ -279,13 +280,7 @@ def ensure_federation(runner, params, check_mode=False, diff=False):
         flags=flags,
         cluster_views=views,
     )
-    commands = [runner.write_argv(args) for args in plan["changes"]]
-    changed = bool(commands)
-    after = plan["after"]
-
-    if changed and not check_mode:
-        commands = [runner.write(args) for args in plan["changes"]]
-        after = get_federation(runner, name)
+    changed, commands, after = apply_plan(runner, plan, check_mode, lambda: get_federation(runner, name))
 
     result = {
         "changed": changed,
