@@ -1,4 +1,7 @@
 # hybridhpc.slurm: `make lab` (embedded lab + site.yml), `make test` (everything).
+# pytest runs get a --basetemp of their own: root's shared /tmp/pytest-of-root
+# keeps only the newest three runs, so a concurrent pytest elsewhere would
+# delete this run's temporary files under it.
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 ROOT := $(CURDIR)
@@ -62,11 +65,11 @@ sanity: deps
 
 unit: deps
 	@echo "make: pytest unit tests (plugins, roles' templates, the copilot, the Kubernetes API double)"
-	@$(BIN)/pytest -q tests/unit roles/copilot/files/copilot/tests tests/k8s_double
+	@$(BIN)/pytest -q --basetemp=$(ROOT)/.cache/pytest-unit tests/unit roles/copilot/files/copilot/tests tests/k8s_double
 
 integration: deps image
 	@echo "make: pytest integration tests (bad inventories, AWX through ansible-runner on its own lab)"
-	@$(BIN)/pytest -q tests/integration
+	@$(BIN)/pytest -q --basetemp=$(ROOT)/.cache/pytest-integration tests/integration
 
 MOLECULE_SCENARIOS ?= default federation colocation
 
