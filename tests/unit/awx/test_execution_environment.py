@@ -7,6 +7,7 @@ directory: that install is repeated here, offline, from the context.
 """
 
 import importlib.util
+import os
 import pathlib
 import subprocess
 import sys
@@ -67,10 +68,15 @@ def test_galaxy_stage_installs_the_collection_offline(context, tmp_path):
     build = context / "_build"
     local = {"collections": [r for r in REQS if r.get("type") == "dir"]}
     (build / "local-requirements.yml").write_text(yaml.safe_dump(local))
+    # The build stage has no ansible.cfg and no installed copy: without this, a
+    # developer's ANSIBLE_CONFIG (the Makefile exports the repo's, whose
+    # collections_path already holds hybridhpc.slurm) makes galaxy skip it.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env["ANSIBLE_COLLECTIONS_PATH"] = str(tmp_path / "collections")
     res = subprocess.run(
         [BIN / "ansible-galaxy", "collection", "install", "-r", "local-requirements.yml", "--offline", "--no-deps",
          "-p", tmp_path / "collections"],
-        check=False, capture_output=True, text=True, timeout=120, cwd=build,
+        check=False, capture_output=True, text=True, timeout=120, cwd=build, env=env,
     )
     assert res.returncode == 0, res.stdout + res.stderr
     installed = tmp_path / "collections" / "ansible_collections" / "hybridhpc" / "slurm"
