@@ -904,3 +904,22 @@ def apply_plan(runner, plan, check_mode, read_after):
         commands = [runner.write(args) for args in plan["changes"]]
         after = read_after()
     return bool(commands), commands, after
+
+
+def run_module(module, ensure):
+    """Drive a sacctmgr module: run ``ensure`` and report like every module here.
+
+    ``ensure(runner, params, check_mode, diff)`` returns the result with a
+    ``warnings`` list; bad input (ValueError) and sacctmgr failures end in
+    ``fail_json``, warnings go through ``module.warn``.
+    """
+    try:
+        runner = runner_from_module(module)
+        result = ensure(runner, module.params, check_mode=module.check_mode, diff=module._diff)
+    except ValueError as err:
+        module.fail_json(msg=str(err), changed=False)
+    except SacctmgrError as err:
+        module.fail_json(msg=str(err), changed=False, **err.to_dict())
+    for warning in result.pop("warnings"):
+        module.warn(warning)
+    module.exit_json(**result)

@@ -213,11 +213,10 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr import (
     FEATURE_MODES,
     FEDSTATES,
-    SacctmgrError,
     apply_plan,
     get_cluster,
     plan_cluster,
-    runner_from_module,
+    run_module,
     sacctmgr_argument_spec,
     validate_cluster_name,
 )
@@ -282,19 +281,7 @@ def main():
         fedstate={"type": "str", "choices": list(FEDSTATES)},
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-
-    try:
-        runner = runner_from_module(module)
-        result = ensure_cluster(runner, module.params, check_mode=module.check_mode,
-                                diff=module._diff)
-    except ValueError as err:
-        module.fail_json(msg=str(err), changed=False)
-    except SacctmgrError as err:
-        module.fail_json(msg=str(err), changed=False, **err.to_dict())
-
-    for warning in result.pop("warnings"):
-        module.warn(warning)
-    module.exit_json(**result)
+    run_module(module, ensure_cluster)
 
 
 if __name__ == "__main__":

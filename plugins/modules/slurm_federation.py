@@ -218,13 +218,12 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr import (
     CLUSTERS_MODES,
-    SacctmgrError,
     apply_plan,
     federation_joining_clusters,
     get_cluster,
     get_federation,
     plan_federation,
-    runner_from_module,
+    run_module,
     sacctmgr_argument_spec,
     validate_federation_name,
 )
@@ -303,19 +302,7 @@ def main():
         flags={"type": "list", "elements": "str"},
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-
-    try:
-        runner = runner_from_module(module)
-        result = ensure_federation(runner, module.params, check_mode=module.check_mode,
-                                   diff=module._diff)
-    except ValueError as err:
-        module.fail_json(msg=str(err), changed=False)
-    except SacctmgrError as err:
-        module.fail_json(msg=str(err), changed=False, **err.to_dict())
-
-    for warning in result.pop("warnings"):
-        module.warn(warning)
-    module.exit_json(**result)
+    run_module(module, ensure_federation)
 
 
 if __name__ == "__main__":
