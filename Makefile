@@ -83,6 +83,8 @@ molecule: deps image
 
 bench: deps
 	@$(PY) tests/bench/bench_hostlist.py
+	@echo "make: copilot daemon at 1,000 and 10,000 GenericNodes (a few minutes; report in .cache/bench/copilot.json)"
+	@$(PY) tests/bench/bench_copilot.py
 
 build: deps
 	@$(BIN)/ansible-galaxy collection build --force --output-path build

@@ -70,7 +70,7 @@ def slurm_nodes_from_hosts(hosts, hostvars, reserve_mb=0):
         params = slurm_conf.node_params_from_facts(
             facts, reserve_mb=hv.get("slurm_node_memory_reserve_mb", reserve_mb), overrides=hv.get("slurm_node_params")
         )
-        if hv.get("slurm_k8s_shared"):
+        if hv.get("slurm_k8s_shared") and hv.get("slurm_k8s_strategy", "gres") == "gres":
             params = slurm_conf.add_k8s_gres(params)
         per_host[name] = params
     return slurm_conf.derive_nodes(per_host, _sorted_compress)
@@ -79,6 +79,17 @@ def slurm_nodes_from_hosts(hosts, hostvars, reserve_mb=0):
 def slurm_k8s_capacity(nodes):
     """Configured k8scpu/k8smemory per Slurm node of shared nodes' records."""
     return slurm_conf.k8s_capacity(nodes, expand)
+
+
+def slurm_k8s_copilot_nodes(nodes, hosts, hostvars):
+    """The copilot's ``nodes`` setting: GRES counts of the gres-strategy nodes, the strategy of the others."""
+    out = dict(slurm_conf.k8s_capacity(nodes, expand))
+    for host in hosts:
+        hv = hostvars[host]
+        strategy = hv.get("slurm_k8s_strategy", "gres")
+        if hv.get("slurm_k8s_shared") and strategy != "gres":
+            out[hv.get("slurm_node_name") or host] = {"strategy": strategy}
+    return out
 
 
 def slurm_cluster_problems(model):
@@ -99,5 +110,6 @@ class FilterModule(object):
                 slurm_nodes_from_hosts,
                 slurm_cluster_problems,
                 slurm_k8s_capacity,
+                slurm_k8s_copilot_nodes,
             )
         }

@@ -680,6 +680,14 @@ class SlurmrestdClient:
         """Every job slurmctld still knows."""
         return list(self.request("GET", "jobs").get("jobs") or [])
 
+    def cancel_job(self, job_id):
+        """Cancel a job (SIGKILL to its steps, as ``scancel``). A job Slurm already forgot is no error."""
+        try:
+            self.request("DELETE", "job/" + quote(str(job_id), safe=""))
+        except NotFound:
+            return False
+        return True
+
 
 # --------------------------------------------------------------------------
 # Ansible glue (doc fragment hybridhpc.slurm.slurmrestd)

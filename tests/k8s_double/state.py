@@ -7,8 +7,10 @@ never changed in place, so readers can share them.
 
 from __future__ import annotations
 
+import base64
 import copy
 import datetime as _dt
+import json
 import random
 import re
 import string
@@ -34,6 +36,20 @@ class ApiError(Exception):
         if self.details:
             body["details"] = self.details
         return body
+
+
+def _encode_continue(rv: int, after: tuple) -> str:
+    """A continue token: opaque to clients, like the API server's (base64 of the version, resourceVersion and last key)."""
+    data = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": list(after)}).encode("utf-8")
+    return base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
+
+
+def _decode_continue(token: str) -> tuple[int, tuple]:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        return int(data["rv"]), tuple(data["start"])
+    except (ValueError, TypeError, KeyError) as err:
+        raise ApiError(400, "BadRequest", "continue key is not valid: %s" % err) from err
 
 
 def now_rfc3339() -> str:
@@ -168,6 +184,53 @@ class State:
     def list(self, rtype: ResourceType, namespace, predicate) -> list[dict]:
         return [obj for (ns, _unused), obj in sorted(self.objects[rtype.key].items())
                 if (not namespace or ns == namespace) and predicate(obj)]
+
+    def list_chunk(self, rtype: ResourceType, namespace, predicate, limit: int, token: str | None,
+                   count_remaining: bool) -> tuple[list[dict], str, str | None, int | None]:
+        """One chunk of a list with ``limit`` (and ``continue``), as etcd serves it to the real API server.
+
+        Every chunk comes from the state at the first chunk's resourceVersion (the
+        event log rolls newer changes back), so a list read in chunks is as
+        consistent as one read at once. A token whose resourceVersion left the
+        event log's window gets 410 Expired, as one older than etcd's last
+        compaction does. Returns (objects, resourceVersion, the next token or
+        None, remainingItemCount or None: known only without selectors). ``limit`` 0: all that is left.
+        """
+        if token:
+            rv, after = _decode_continue(token)
+            objects = self._objects_at(rtype, rv)
+        else:
+            rv, after, objects = self.rv, None, self.objects[rtype.key]
+        keys = sorted(k for k in objects if (not namespace or k[0] == namespace) and (after is None or k > after))
+        chunk, left = [], None
+        for index, key in enumerate(keys):
+            if not predicate(objects[key]):
+                continue
+            if limit and len(chunk) == limit:
+                left = index
+                break
+            chunk.append(objects[key])
+        if left is None:
+            return chunk, str(rv), None, None
+        last = chunk[-1]["metadata"]
+        remaining = sum(1 for key in keys[left:] if predicate(objects[key])) if count_remaining else None
+        return chunk, str(rv), _encode_continue(rv, self._key(last.get("namespace"), last["name"])), remaining
+
+    def _objects_at(self, rtype: ResourceType, rv: int) -> dict:
+        """``rtype``'s objects as they were at resourceVersion ``rv`` (410 once the events after it are forgotten)."""
+        if rv < self.horizon.get(rtype.key, 0) or rtype.key not in self.objects:
+            raise ApiError(410, "Expired", "The provided continue parameter is too old to display a consistent list "
+                           "result. You can start a new list without the continue parameter.")
+        objects = dict(self.objects[rtype.key])
+        for event in reversed(self.events[rtype.key]):
+            if event.rv <= rv:
+                break
+            key = self._key(event.obj["metadata"].get("namespace"), event.obj["metadata"]["name"])
+            if event.previous is None:
+                objects.pop(key, None)
+            else:
+                objects[key] = event.previous
+        return objects
 
     # -- validation ------------------------------------------------------------------------
     def _validate(self, rtype: ResourceType, version: str, obj: dict, strict: bool = False) -> dict:

@@ -306,6 +306,36 @@ def test_bookmarks_carry_the_resource_version(crd, api_server):
     assert int(events[-1]["object"]["metadata"]["resourceVersion"]) >= int(rv)
 
 
+def test_lists_come_in_chunks_from_one_consistent_snapshot(api_client, api_server):
+    core = client.CoreV1Api(api_client)
+    for i in range(5):
+        core.create_namespaced_config_map("default", {"metadata": {"name": "c%d" % i, "labels": {"odd": str(i % 2)}}})
+    first = core.list_namespaced_config_map("default", limit=2)
+    assert [c.metadata.name for c in first.items] == ["c0", "c1"]
+    assert first.metadata.remaining_item_count == 3 and first.metadata._continue
+    # Changes after the first chunk do not show in the next ones: they come from the first chunk's resourceVersion.
+    core.delete_namespaced_config_map("c2", "default")
+    core.patch_namespaced_config_map("c3", "default", {"metadata": {"labels": {"changed": "yes"}}})
+    core.create_namespaced_config_map("default", {"metadata": {"name": "c5"}})
+    names, token, rvs = [], first.metadata._continue, {first.metadata.resource_version}
+    while token:
+        chunk = core.list_namespaced_config_map("default", limit=2, _continue=token)
+        names += [c.metadata.name for c in chunk.items]
+        assert all(not (c.metadata.labels or {}).get("changed") for c in chunk.items)
+        token, rvs = chunk.metadata._continue, rvs | {chunk.metadata.resource_version}
+    assert names == ["c2", "c3", "c4"] and len(rvs) == 1
+    # With a selector: the remaining count is unknown; without a limit, a token gives all that is left.
+    odd = core.list_namespaced_config_map("default", limit=1, label_selector="odd=1")
+    assert [c.metadata.name for c in odd.items] == ["c1"] and odd.metadata.remaining_item_count is None
+    rest = core.list_namespaced_config_map("default", label_selector="odd=1", _continue=odd.metadata._continue)
+    assert [c.metadata.name for c in rest.items] == ["c3"] and not rest.metadata._continue
+    # A token whose resourceVersion the server no longer keeps: 410 Expired, list again from the start.
+    api_server.state.compact()
+    assert status_code(lambda: core.list_namespaced_config_map("default", limit=2, _continue=first.metadata._continue))[0] == 410
+    assert raw(api_server, "GET", "/api/v1/namespaces/default/configmaps", limit="2", resourceVersion="1", **{"continue": token or "x"}).status_code == 400
+    assert raw(api_server, "GET", "/api/v1/namespaces/default/configmaps", limit="2", **{"continue": "not-a-token"}).status_code == 400
+
+
 def test_a_small_window_expires_old_positions():
     with ApiServer(window=2) as server:
         client_ = httpx.Client(base_url=server.url, headers={"Authorization": "Bearer " + server.token})

@@ -141,6 +141,13 @@ class FakeSlurmrestd:
             return self._submit(user, body)
         if endpoint == ["jobs"] and method == "GET":
             return self.answer(200, {"jobs": [dict(j) for j in self.jobs.values()]})
+        if len(endpoint) == 2 and endpoint[0] == "job" and method == "DELETE":
+            job = self.jobs.get(endpoint[1])
+            if job is None:
+                return self.answer(404, {"errors": [slurm_error(
+                    "Unable to find job %s" % endpoint[1], "Invalid job id specified", 2017, "_signal_job")]})
+            job["job_state"] = ["CANCELLED"]
+            return self.answer(200, {})
         if len(endpoint) == 2 and endpoint[0] == "job" and method == "GET":
             job = self.jobs.get(endpoint[1])
             if job is None:
@@ -696,6 +703,15 @@ def test_submit_job_without_job_id_in_answer(fake):
     fake.inject = [(200, {"step_id": "batch"})]
     with pytest.raises(sr.SlurmError, match="no job_id"):
         client.submit_job("#!/bin/sh\ntrue\n")
+
+
+def test_cancel_job_and_a_job_slurm_forgot(fake):
+    client = make(fake)
+    job_id = client.submit_job("#!/bin/sh\nsleep 60\n")
+    assert client.cancel_job(job_id) is True
+    assert fake.calls("DELETE")[-1]["path"] == "/slurm/v0.0.42/job/%d" % job_id
+    assert sr.job_states(client.job(job_id)) == ["CANCELLED"]
+    assert client.cancel_job(4242) is False
 
 
 def test_unknown_job_is_none(fake):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from hybridhpc_copilot import core, names
+from hybridhpc_copilot import core, names, placeholder
 from hybridhpc_copilot.kube import GENERICNODES, NODES, PODS, Conflict, FakeKube, TemporaryError
 from hybridhpc_copilot.loop import Copilot
 from hybridhpc_copilot.slurm import FakeNode, FakeSlurm, SlurmUnavailable
@@ -44,6 +44,7 @@ class World:
     capacities: list  # [(cpus, memory_mb)] per node
     configured_in_config: bool = True
     seed: int = 0
+    strategy: str = "gres"
     now: float = 1_800_000_000.0
     faults: str = "none"
     fault_rate: float = 0.0
@@ -58,7 +59,8 @@ class World:
     def __post_init__(self):
         self.rng = random.Random(self.seed)
         self.kube = FakeKube(fault=self._kube_fault, window=40)
-        self.slurm = FakeSlurm([FakeNode("c%d" % i, cpu, mem, other_gres="gpu:1" if i else "")
+        self.slurm = FakeSlurm([FakeNode("c%d" % i, cpu, mem, other_gres="gpu:1" if i else "",
+                                         gres_shared=self.strategy == "gres")
                                 for i, (cpu, mem) in enumerate(self.capacities)], fault=self._slurm_fault)
         for i in range(len(self.capacities)):
             self.kube.create(GENERICNODES, {
@@ -73,7 +75,8 @@ class World:
     # -- the copilot ---------------------------------------------------------------------
     def settings(self) -> core.Settings:
         configured = {"c%d" % i: core.Capacity(c, m) for i, (c, m) in enumerate(self.capacities)}
-        return core.Settings(configured=configured if self.configured_in_config else {}, reservation_timeout=60)
+        return core.Settings(configured=configured if self.configured_in_config else {}, reservation_timeout=60,
+                             strategy=self.strategy)
 
     def restart(self):
         """A new copilot process: nothing survives but what Slurm and the API server hold."""
@@ -205,6 +208,17 @@ class World:
     def op_reconfigure(self):
         self.slurm.reconfigure()
 
+    def op_register(self, index):
+        """slurmd restarts, or slurmctld asks for its periodic registration."""
+        self.slurm.register("c%d" % (index % len(self.capacities)))
+
+    def op_node_agent(self):
+        """The node-side helper (slurmd role): register again once no job holds the node's k8s GRES."""
+        for name, node in self.slurm.nodes.items():
+            if "INVALID_REG" in node.states and node.view().registration_refused is not None and node.used == (0, 0):
+                self._count("agent_registrations")
+                self.slurm.register(name)
+
     def op_cordon(self, index, unschedulable):
         name = "k8s-c%d" % (index % len(self.capacities))
         obj = self.kube.objects[NODES][name]
@@ -217,6 +231,41 @@ class World:
             self.slurm.admin_drain(slurm_node, "admin: bad DIMM")
         else:
             self.slurm.admin_resume(slurm_node)
+
+    def _settled_placeholders(self, index, status):
+        """After a resync: one running placeholder job per granted admission, none for anything else."""
+        gn = "k8s-c%d" % index
+        ledger = status.get(names.STATUS_ADMISSIONS) or {}
+        active = {}
+        for job in self.slurm.jobs.values():
+            owner = job.owner
+            if job.active and owner and owner[0] == gn:
+                if owner[1] in active:
+                    raise InvariantBroken("two active placeholder jobs for %s" % owner[1])
+                active[owner[1]] = job
+        for uid, entry in ledger.items():
+            job = active.pop(uid, None)
+            if entry["state"] == names.RESERVED:
+                raise InvariantBroken("after a resync %s is still Reserved" % uid)
+            if entry["state"] == names.GRANTED:
+                if job is None or job.state != "RUNNING":
+                    raise InvariantBroken("after a resync granted %s has no running placeholder job (%s)" % (uid, job))
+                if (job.cpus, job.memory_mb) != placeholder.job_size(entry):
+                    raise InvariantBroken("placeholder job %s has the wrong size for %s" % (job, entry))
+                if not self.pods[entry["pod"]["name"]].alive:
+                    raise InvariantBroken("after a resync %s holds resources for a deleted pod" % uid)
+            elif job is not None:
+                raise InvariantBroken("after a resync %s (%s) still has placeholder job %s" % (uid, entry["state"], job))
+        if active:
+            raise InvariantBroken("after a resync placeholder jobs nothing holds: %s" % active)
+        node = self.slurm.nodes["c%d" % index]
+        slurm_alloc = status[names.STATUS_ALLOCATED][0]["allocated"]
+        if core.entry_amounts({"request": slurm_alloc}) != (node.used[0] * 1000, node.used[1] * MIB):
+            raise InvariantBroken("after a resync the ledger says Slurm holds %s, its own jobs hold %s" % (
+                slurm_alloc, node.used))
+
+    def _cordoned(self, index) -> bool:
+        return bool(self.kube.objects[NODES]["k8s-c%d" % index]["spec"].get("unschedulable"))
 
     def _delete_pod(self, record):
         record.alive = False
@@ -246,7 +295,13 @@ class World:
                     slurm_node, cpu, mem, [(r.name, r.cpu, r.mem) for r in bound], cap_cpu, cap_mem))
             ledger = ((self.kube.objects[GENERICNODES][gn].get("status") or {}).get(names.STATUS_ADMISSIONS) or {})
             granted = [core.entry_amounts(e) for e in ledger.values() if e.get("state") == names.GRANTED]
-            if cpu + cpus_for(sum(g[0] for g in granted)) > cap_cpu or mem + mib_for(sum(g[1] for g in granted)) > cap_mem:
+            if self.strategy == placeholder.STRATEGY:  # every admission has its own job, in whole CPUs and MiB
+                sizes = [placeholder.job_size(e) for e in ledger.values() if e.get("state") == names.GRANTED]
+                granted_cpu, granted_mem = sum(s[0] for s in sizes), sum(s[1] for s in sizes)
+            else:
+                granted_cpu = cpus_for(sum(g[0] for g in granted))
+                granted_mem = mib_for(sum(g[1] for g in granted))
+            if cpu + granted_cpu > cap_cpu or mem + granted_mem > cap_mem:
                 raise InvariantBroken("%s: Slurm %d CPUs %d MB + granted %s exceed %d/%d" % (
                     slurm_node, cpu, mem, granted, cap_cpu, cap_mem))
             for uid, entry in ledger.items():
@@ -282,12 +337,27 @@ class World:
         """No faults, no lost events, one full resync: then the ledger must match Slurm exactly."""
         self.faults, self.drop_rate, self.concurrent = "none", 0.0, []
         self.run_pass(full=True, drop=False)
+        for _ in range(2):  # a refused registration whose jobs are gone: the node agent registers, the copilot resumes
+            if not any("INVALID_REG" in n.states for n in self.slurm.nodes.values()):
+                break
+            self.op_node_agent()
+            self.run_pass(full=True, drop=False)
         self.check()
         slurm_nodes = self.slurm.node_states()
         for i, (cap_cpu, cap_mem) in enumerate(self.capacities):
             gn = self.kube.objects[GENERICNODES]["k8s-c%d" % i]
             status = gn.get("status") or {}
             node = slurm_nodes["c%d" % i]
+            # A refused registration keeps the node drained while jobs hold the GRES (Slurm refuses it
+            # again until they end); once they are gone it must be back in service.
+            idle = self.slurm.nodes["c%d" % i].used == (0, 0)
+            if idle and node.invalid_registration and node.registration_refused is not None:
+                raise InvariantBroken("after a resync %s is still %s: %s" % (node.name, node.states, node.reason))
+            if idle and node.drained and node.registration_refused is not None and not self._cordoned(i):
+                raise InvariantBroken("after a resync %s is still drained for a refused registration" % node.name)
+            if self.strategy == placeholder.STRATEGY:
+                self._settled_placeholders(i, status)
+                continue
             wanted = parse_gres(status[names.STATUS_SLURM]["wantedGres"])
             counts = node.counts
             if (wanted[names.GRES_CPU], wanted[names.GRES_MEMORY]) != counts:

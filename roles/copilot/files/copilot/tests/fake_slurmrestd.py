@@ -79,6 +79,9 @@ class FakeSlurmrestd:
 def _handler(server: FakeSlurmrestd):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body go out in two writes: with Nagle on, the body waits for the
+        # client's delayed ACK of the headers (40 ms a request), which slurmrestd does not add.
+        disable_nagle_algorithm = True
 
         def log_message(self, *args):
             pass

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from copilot_builders import NOW, admission, entry, generic_node, observed, of, pod, slurm_node, status_of
 
@@ -368,3 +370,39 @@ def test_pods_needed_names_new_and_held_admissions_only():
 def test_every_action_has_a_kind_and_decisions_write_nothing():
     assert WriteStatus("n", "1", {}).writes and not GrantAdmission("n", "u", "r").writes
     assert SetGres("n", "c1", "k8scpu:1", (1, 1), "r").kind == "SetGres"
+
+
+# -- refused slurmd registrations ------------------------------------------------------------
+
+REFUSED = "gres/k8scpu count changed and jobs are using them (4 != 3)"
+
+
+def granted_node():
+    return generic_node(admissions=[admission("a1")], status={names.STATUS_ADMISSIONS: {"a1": entry(GRANTED)}})
+
+
+def test_a_refused_registration_keeps_the_counts_and_the_drain_while_jobs_hold_the_gres():
+    # slurmd registered with slurm.conf's counts; the copilot lowered them while a job ran; slurmd restarted.
+    refused = slurm_node(cpu=3, mem=6976, used_cpu=3, used_mem=1000, states=("MIXED", "DRAIN", "INVALID_REG"),
+                         reason=REFUSED)
+    assert refused.registration_refused == ("k8scpu", 4)
+    for node in (refused, dataclasses.replace(refused, states=("MIXED", "DRAIN"))):  # registered again, job still on
+        actions = reconcile(observed([granted_node()], [pod()], [node], [KubeNode("k8s-c1")]))
+        assert not of(actions, SetGres) and not of(actions, ResumeNode) and not of(actions, AnnotateNode)
+
+
+def test_the_drain_a_refusal_caused_is_resumed_once_the_node_registered_and_no_job_holds_the_gres():
+    node = slurm_node(cpu=3, mem=6976, states=("IDLE", "DRAIN"), reason=REFUSED)
+    assert of(reconcile(observed([granted_node()], [pod()], [node], [KubeNode("k8s-c1")])), ResumeNode)
+    assert of(reconcile(observed([granted_node()], [pod()], [node], drain_sync=False)), ResumeNode)
+    for waiting in (dataclasses.replace(node, states=("IDLE", "DRAIN", "INVALID_REG")),  # not registered yet
+                    dataclasses.replace(node, states=("IDLE", "DRAIN", "NOT_RESPONDING"))):  # registration asked for
+        assert not of(reconcile(observed([granted_node()], [pod()], [waiting], [KubeNode("k8s-c1")])), ResumeNode)
+    assert not of(reconcile(observed([granted_node()], [pod()], [node], [KubeNode("k8s-c1", True)])), ResumeNode)
+
+
+def test_a_refusal_hidden_behind_another_drain_reason_is_left_to_the_admin():
+    node = slurm_node(cpu=3, mem=6976, states=("IDLE", "DRAIN", "INVALID_REG"), reason="bad DIMM")
+    actions = reconcile(observed([granted_node()], [pod()], [node], [KubeNode("k8s-c1")]))
+    assert not of(actions, ResumeNode)
+    assert of(actions, AnnotateNode)[0].value == "bad DIMM"

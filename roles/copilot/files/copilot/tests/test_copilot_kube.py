@@ -68,6 +68,41 @@ def test_list_get_and_the_label_selector(kube, world):
     assert kube.get_object(GENERICNODES, "nope") is None
 
 
+def test_lists_are_read_in_chunks_each_kept_before_the_next_and_listed_whole_when_the_token_expires(kubeconfig, world):
+    world.load([gn_body("k8s-c%d" % i, "c%d" % i) for i in range(2, 8)])
+    kube = KubeClient(kubeconfig, list_chunk=3)
+    asked = []
+
+    def keep(obj):
+        asked.append(len([r for r in world.requests if r[0] == "GET" and r[1].endswith("/genericnodes")]))
+        return {"metadata": {"name": obj["metadata"]["name"]}}
+
+    items, rv = kube.list_objects(GENERICNODES, "%s=%s" % (names.LABEL_CLUSTER_NAME, CLUSTER), keep)
+    assert [i["metadata"]["name"] for i in items] == ["k8s-c%d" % i for i in range(1, 8)]
+    assert items[0] == {"metadata": {"name": "k8s-c1"}} and rv == str(world.state.rv)
+    lists = [q for m, path, q in world.requests if m == "GET" and path.endswith("/genericnodes")]
+    assert [q.get("limit") for q in lists] == ["3", "3", "3"] and "continue" in lists[1] and "continue" in lists[2]
+    assert asked == [1, 1, 1, 2, 2, 2, 3]  # each chunk kept before the next one was asked for
+    assert {q["labelSelector"] for q in lists} == {"%s=%s" % (names.LABEL_CLUSTER_NAME, CLUSTER)}
+    # The snapshot went (410 on the next chunk): listed again, whole, with what changed meanwhile.
+    real_json = kube._json
+
+    def json_then_compact(what, method, *args, **kwargs):
+        answer = real_json(what, method, *args, **kwargs)
+        if "_continue" not in kwargs and kwargs.get("limit"):
+            add_admission(kube, "k8s-c5", admission("a1"))
+            world.state.compact()  # the token's snapshot is gone: 410 on the next chunk
+        return answer
+
+    kube._json = json_then_compact
+    before = len(world.requests)
+    items, rv = kube.list_objects(GENERICNODES)
+    lists = [q for m, path, q in world.requests[before:] if m == "GET" and path.endswith("/genericnodes")]
+    assert [("limit" in q, "continue" in q) for q in lists] == [(True, False), (True, True), (False, False)]
+    assert len(items) == 7 and int(rv) == world.state.rv
+    assert [i for i in items if i["metadata"]["name"] == "k8s-c5"][0]["spec"]["admissions"][0]["uid"] == "a1"
+
+
 def test_status_writes_carry_the_resource_version_and_conflict_when_stale(kube, world):
     obj = kube.get_object(GENERICNODES, "k8s-c1")
     written = kube.replace_status(dict(obj, status={names.STATUS_ADMISSIONS: {}}))

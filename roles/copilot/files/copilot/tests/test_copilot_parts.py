@@ -57,11 +57,12 @@ def test_a_full_config_file_loads(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_text(
         "cluster_name: onprem\ncluster_namespace: slurm\nslurmrestd: {url: 'http://ctl:6820', user: admin}\n"
-        "token: {source: secret}\nnodes: {c1: {k8scpu: 4, k8smemory: 8000}}\nusage_source: gres\nmetrics: {port: 0}\n")
+        "token: {source: secret}\nnodes: {c1: {k8scpu: 4, k8smemory: 8000}}\nusage_source: gres\nmetrics: {port: 0}\ndebounce: 0.05\n")
     cfg = config.load(["--config", str(path), "--dry-run", "--log-level", "debug"])
     assert (cfg.cluster_name, cfg.slurmrestd.url, cfg.slurmrestd.user, cfg.token.source) == ("onprem", "http://ctl:6820", "admin", "secret")
     assert cfg.dry_run and not cfg.once and cfg.log_level == "debug" and cfg.metrics.port == 0
     assert cfg.settings().configured == {"c1": core.Capacity(4, 8000)} and cfg.settings().usage_source == "gres"
+    assert cfg.debounce == 0.05 and config.from_dict({"cluster_name": "x"}).debounce == 0.02
 
 
 @pytest.mark.parametrize(("data", "message"), [
@@ -69,6 +70,8 @@ def test_a_full_config_file_loads(tmp_path):
     ({"cluster_name": "x", "colour": 1}, "unknown key colour in the config file"),
     ({"cluster_name": "x", "slurmrestd": {"urll": "x"}}, "unknown key slurmrestd.urll in slurmrestd"),
     ({"cluster_name": "x", "resync_interval": "often"}, "resync_interval must be a number"),
+    ({"cluster_name": "x", "debounce": -0.1}, "debounce must not be negative"),
+    ({"cluster_name": "x", "debounce": 30}, "debounce must be at most 5 seconds"),
     ({"cluster_name": "x", "drain_sync": "yes"}, "drain_sync must be true or false"),
     ({"cluster_name": "x", "usage_source": "guess"}, "usage_source must be one of max, gres"),
     ({"cluster_name": "x", "nodes": {"c1": {"k8scpu": 4}}}, "nodes.c1 must be {k8scpu: N, k8smemory: MB}"),
@@ -243,6 +246,37 @@ def test_pod_cache_misses_are_confirmed_with_a_get():
     assert ("default", "p1") in observed.pods and ("get", PODS, "p1") in kube.calls
 
 
+@pytest.mark.parametrize("use_prometheus_client", [True, False])
+def test_the_ledger_gauges_are_read_from_the_cache_at_each_scrape(use_prometheus_client):
+    kube = FakeKube()
+    status = {"admissions": {"a1": entry(names.GRANTED), "a2": entry(names.RESERVED, pod="p2")},
+              "allocatedResources": [{"type": "Kubernetes", "allocated": {"cpu": "1500m", "memory": "1Gi"}}],
+              "conditions": [{"type": names.CONDITION_OVERCOMMITTED, "status": "True"}]}
+    kube.create(GENERICNODES, generic_node(status=status))
+    kube.create(GENERICNODES, generic_node("k8s-c2", "c2", status={}, finalizers=()))
+    kube.create(GENERICNODES, generic_node("k8s-x", "x", node_type="Other", status=status))
+    metrics = Metrics(use_prometheus_client)
+    copilot = Copilot(kube, FakeSlurm(), core.Settings(), CLUSTER, metrics=metrics)
+    copilot.relist()
+    samples = parse_exposition(metrics.exposition().decode())
+    assert samples[("hybridhpc_copilot_ledger_allocated", (("node", "k8s-c1"), ("resource", "cpu"), ("type", "Kubernetes")))] == 1.5
+    assert samples[("hybridhpc_copilot_ledger_allocated", (("node", "k8s-c1"), ("resource", "memory"), ("type", "Kubernetes")))] == 2**30
+    assert [samples[("hybridhpc_copilot_admissions", (("node", "k8s-c1"), ("state", state)))] for state in names.ADMISSION_STATES] == [1, 1, 0, 0]
+    assert samples[("hybridhpc_copilot_overcommitted", (("node", "k8s-c1"),))] == 1.0
+    assert samples[("hybridhpc_copilot_overcommitted", (("node", "k8s-c2"),))] == 0.0
+    assert not any(("node", "k8s-x") in labels for _name, labels in samples)  # not a Slurm node: not the copilot's
+    # No pass runs: what the watch brings is on the next scrape, and a node gone from the cache is gone from it.
+    kube.update(GENERICNODES, dict(kube.objects[GENERICNODES]["k8s-c1"], status={"admissions": {"a1": entry(names.RELEASED)}}))
+    kube.delete(GENERICNODES, "k8s-c2")
+    copilot.pump()
+    text = metrics.exposition().decode()
+    samples = parse_exposition(text)
+    assert [samples[("hybridhpc_copilot_admissions", (("node", "k8s-c1"), ("state", state)))] for state in names.ADMISSION_STATES] == [0, 0, 0, 1]
+    assert samples[("hybridhpc_copilot_overcommitted", (("node", "k8s-c1"),))] == 0.0
+    assert ("hybridhpc_copilot_ledger_allocated", (("node", "k8s-c1"), ("resource", "cpu"), ("type", "Kubernetes"))) not in samples
+    assert 'node="k8s-c2"' not in text
+
+
 def test_a_failing_api_server_makes_the_pass_report_not_crash():
     kube = FakeKube(fault=lambda op, kind, name: (_ for _ in ()).throw(TemporaryError("503", 503)))
     result = Copilot(kube, FakeSlurm(), core.Settings(), CLUSTER).sync(full=True)
@@ -279,7 +313,8 @@ def test_metrics_expose_the_same_names_with_or_without_prometheus_client(use_pro
     metrics.reconciles.labels("full").inc()
     metrics.errors.labels("Conflict").inc()
     metrics.latency.observe(0.02)
-    metrics.set_ledger("k8s-c1", {("Kubernetes", "cpu"): 2.735, ("Slurm", "memory"): 4000 * units.MIB}, {"Granted": 1}, True)
+    rows = [("k8s-c1", {("Kubernetes", "cpu"): 2.735, ("Slurm", "memory"): 4000 * units.MIB}, {"Granted": 1}, True)]
+    metrics.ledger.source = lambda: rows  # read at each scrape
     samples = parse_exposition(metrics.exposition().decode())
     assert samples[("hybridhpc_copilot_reconciles_total", (("mode", "full"),))] == 1.0
     assert samples[("hybridhpc_copilot_errors_total", (("kind", "Conflict"),))] == 1.0
@@ -289,8 +324,11 @@ def test_metrics_expose_the_same_names_with_or_without_prometheus_client(use_pro
     assert samples[("hybridhpc_copilot_overcommitted", (("node", "k8s-c1"),))] == 1.0
     assert samples[("hybridhpc_copilot_reconcile_duration_seconds_bucket", (("le", "0.025"),))] == 1.0
     assert samples[("hybridhpc_copilot_reconcile_duration_seconds_count", ())] == 1.0
-    metrics.forget_nodes(set())
-    assert 'node="k8s-c1"' not in metrics.exposition().decode()
+    assert samples[("hybridhpc_copilot_admissions", (("node", "k8s-c1"), ("state", "Reserved")))] == 0.0
+    rows[:] = [("k8s-c2", {}, {}, False)]  # k8s-c1 left the cache
+    text = metrics.exposition().decode()
+    assert 'node="k8s-c1"' not in text
+    assert parse_exposition(text)[("hybridhpc_copilot_overcommitted", (("node", "k8s-c2"),))] == 0.0
 
 
 def test_sd_notify_is_a_no_op_outside_systemd_and_speaks_to_abstract_sockets():
@@ -312,3 +350,27 @@ def test_entries_are_counted_by_what_they_hold():
               "c": entry(names.DENIED, cpu="9"), "d": {"state": names.GRANTED, "request": {"cpu": "junk"}}}
     assert core.holdings(ledger) == (2500, units.MIB + 1)
     assert core.wanted_counts(core.Capacity(4, 10), ledger) == (1, 8)
+
+
+def test_the_fake_refuses_a_registration_like_slurmctld():
+    slurm = FakeSlurm([FakeNode("c1", 4, 8000)])
+    slurm.set_node_gres("c1", "k8scpu:3,k8smemory:7488")
+    assert slurm.register("c1")  # no job holds the GRES: the new counts are recorded
+    job = slurm.start_job("c1", 3, 1000)
+    slurm.set_node_gres("c1", "k8scpu:4,k8smemory:8000")
+    assert not slurm.register("c1")
+    view = slurm.node_states()["c1"]
+    assert view.invalid_registration and view.drained
+    assert view.registration_refused == ("k8scpu", 3)
+    with pytest.raises(SlurmRefused):
+        slurm.resume_node("c1")
+    slurm.end_job("c1", job)
+    assert slurm.register("c1") and not slurm.node_states()["c1"].invalid_registration
+    slurm.start_job("c1", 1, 10)  # drained: does not start
+    slurm.resume_node("c1")  # the drain the refusal set may be resumed; RESUME registers again
+    assert not slurm.violations and not slurm.node_states()["c1"].drained
+    job = slurm.start_job("c1", 1, 10)
+    slurm.set_node_gres("c1", "k8scpu:2,k8smemory:8000")
+    slurm.admin_drain("c1", "copilot: cordoned")
+    slurm.resume_node("c1")  # a RESUME with a changed count under a job is refused like a restart
+    assert slurm.node_states()["c1"].invalid_registration

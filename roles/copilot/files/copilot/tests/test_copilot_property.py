@@ -1,11 +1,14 @@
 """Random interleavings of everything that happens around the copilot, against the fakes.
 
-Each example builds a world (one or two shared nodes, configured counts in the
-config or learnt from Slurm) and runs 8 to 40 operations: admissions,
+Each example builds a world (one or two shared nodes, either strategy: count-
+only GRES with configured counts in the config or learnt from Slurm, or
+placeholder jobs on stock nodes) and runs 8 to 40 operations: admissions,
 scheduler decisions, pod deletions, Slurm jobs starting and ending,
-reconfigures, copilot restarts, faults (409, 5xx, Slurm down, lost watch
-events, expired watches), operations landing in the middle of a pass, and
-passes (event-driven or full resyncs). After every operation:
+reconfigures, slurmd registrations (which slurmctld refuses when a count
+changed while jobs hold the GRES) and the node helper that registers again,
+copilot restarts, faults (409, 5xx, Slurm down, lost watch events, expired
+watches), operations landing in the middle of a pass, and passes
+(event-driven or full resyncs). After every operation:
 
 * Slurm's GRES is never above the configured count (and only the copilot's
   drains are ever resumed, other GRES are kept);
@@ -14,9 +17,12 @@ passes (event-driven or full resyncs). After every operation:
   was reverted by a reconfigure, before the copilot re-asserted it);
 * admissions only move forward (Reserved -> Granted/Denied -> Released/gone).
 
-After every fault-free full resync: Slurm's counts equal the ledger's wanted
-counts, the ledger's Slurm allocation equals Slurm's, nothing is left
-Reserved, and nothing is held for a deleted pod.
+After every fault-free full resync (and the node helper's re-registration): no
+node is left INVALID_REG or drained by a refused registration; Slurm's counts
+equal the ledger's wanted counts (gres), or every Granted admission has exactly
+one running placeholder job of its size and no other placeholder job is active
+(placeholder); the ledger's Slurm allocation equals Slurm's own; nothing is
+left Reserved, and nothing is held for a deleted pod.
 
 HYBRIDHPC_PROPERTY_EXAMPLES sets the number of interleavings (default 10000).
 """
@@ -48,6 +54,8 @@ WORLD_OPS = (  # (weight, decoder of the remaining bits)
     (2, lambda n: ("delete_pod", n % 8)),
     (1, lambda n: ("cleanup",)),
     (2, lambda n: ("reconfigure",)),
+    (2, lambda n: ("register", n % 2)),
+    (1, lambda n: ("node_agent",)),
     (1, lambda n: ("cordon", n % 2, bool(n // 2 % 2))),
     (1, lambda n: ("admin_drain", n % 2, bool(n // 2 % 2))),
 )
@@ -81,6 +89,7 @@ def decode_all(data: bytes) -> list:
 scenarios = st.fixed_dictionaries({
     "capacities": st.lists(st.tuples(st.integers(1, 6), st.sampled_from([1000, 4000, 8000])), min_size=1, max_size=2),
     "configured_in_config": st.booleans(),
+    "strategy": st.sampled_from(["gres", "placeholder"]),
     "seed": st.integers(0, 2**32 - 1),
     "ops": st.binary(min_size=24, max_size=120).map(decode_all),
 })
@@ -88,7 +97,7 @@ scenarios = st.fixed_dictionaries({
 
 
 def run_scenario(scenario) -> World:
-    world = World(scenario["capacities"], scenario["configured_in_config"], scenario["seed"])
+    world = World(scenario["capacities"], scenario["configured_in_config"], scenario["seed"], scenario["strategy"])
     for op in scenario["ops"]:
         if op[0] == "settle":
             world.settle()

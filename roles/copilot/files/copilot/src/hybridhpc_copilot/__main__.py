@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import sys
@@ -44,7 +45,8 @@ def main(argv=None) -> int:
         log.error("cannot load the Kubernetes configuration", extra={"fields": {"error": str(err)}})
         return 2
     slurm = RestSlurm(cfg.slurmrestd.url, build_tokens(cfg, kube), cfg.slurmrestd.user,
-                      cfg.slurmrestd.unix_socket, cfg.slurmrestd.timeout)
+                      cfg.slurmrestd.unix_socket, cfg.slurmrestd.timeout,
+                      placeholder_job={k: v for k, v in dataclasses.asdict(cfg.placeholder).items() if v is not None})
     metrics = Metrics()
     notifier = Notifier()
     runner = None
@@ -59,7 +61,7 @@ def main(argv=None) -> int:
             return 0 if result.ok else 1
         if cfg.metrics.port:
             metrics.serve(cfg.metrics.address, cfg.metrics.port)
-        runner = Runner(copilot, notifier, cfg.resync_interval, cfg.slurm_poll_interval, cfg.watch_timeout)
+        runner = Runner(copilot, notifier, cfg.resync_interval, cfg.slurm_poll_interval, cfg.watch_timeout, cfg.debounce)
         signal.signal(signal.SIGTERM, runner.request_stop)
         signal.signal(signal.SIGINT, runner.request_stop)
         log.info("starting", extra={"fields": {"version": __version__, "cluster": cfg.cluster_name,

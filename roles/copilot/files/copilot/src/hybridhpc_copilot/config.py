@@ -43,8 +43,19 @@ class TokenConfig:
 
 @dataclass
 class NodeConfig:
-    k8scpu: int
-    k8smemory: int
+    k8scpu: int | None = None
+    k8smemory: int | None = None
+    strategy: str | None = None  # over the top-level strategy for this node
+
+
+@dataclass
+class PlaceholderConfig:
+    """Extra fields of the placeholder jobs (strategy: placeholder); empty ones are left to Slurm."""
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time_limit: int | None = None  # minutes; empty: the partition's limit (a job that ends is started again)
 
 
 @dataclass
@@ -62,6 +73,8 @@ class Config:
     slurmrestd: SlurmrestdConfig = field(default_factory=SlurmrestdConfig)
     token: TokenConfig = field(default_factory=TokenConfig)
     nodes: dict = field(default_factory=dict)  # Slurm node -> NodeConfig (slurm.conf's k8scpu/k8smemory)
+    strategy: str = "gres"  # gres: lower k8scpu/k8smemory | placeholder: hold resources with Slurm jobs
+    placeholder: PlaceholderConfig = field(default_factory=PlaceholderConfig)
     usage_source: str = "max"
     reservation_timeout: float = 60.0
     drain_sync: bool = True
@@ -69,6 +82,7 @@ class Config:
     resync_interval: float = 60.0
     slurm_poll_interval: float = 5.0
     watch_timeout: int = 300
+    debounce: float = 0.02  # seconds from the end of one pass to the start of the next, at the least
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     log_level: str = "info"
     once: bool = False
@@ -76,7 +90,10 @@ class Config:
 
     def settings(self) -> core.Settings:
         return core.Settings(
-            configured={n: core.Capacity(c.k8scpu, c.k8smemory) for n, c in self.nodes.items()},
+            configured={n: core.Capacity(c.k8scpu, c.k8smemory) for n, c in self.nodes.items()
+                        if c.k8scpu is not None and c.k8smemory is not None},
+            strategy=self.strategy,
+            node_strategy={n: c.strategy for n, c in self.nodes.items() if c.strategy},
             usage_source=self.usage_source,
             reservation_timeout=self.reservation_timeout,
             drain_sync=self.drain_sync,
@@ -84,8 +101,11 @@ class Config:
         )
 
 
-_NESTED = {"slurmrestd": SlurmrestdConfig, "token": TokenConfig, "metrics": MetricsConfig}
+_NESTED = {"slurmrestd": SlurmrestdConfig, "token": TokenConfig, "metrics": MetricsConfig,
+           "placeholder": PlaceholderConfig}
+STRATEGIES = ("gres", "placeholder")
 _CHOICES = {
+    "strategy": STRATEGIES,
     "usage_source": ("max", "gres"),
     "token.source": ("key", "secret", "file"),
     "log_level": ("debug", "info", "warning", "error"),
@@ -147,15 +167,22 @@ def _nodes(value) -> dict:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise ConfigError("nodes must map Slurm node names to {k8scpu: N, k8smemory: MB}, got %r" % (value,))
+        raise ConfigError("nodes must map Slurm node names to {k8scpu: N, k8smemory: MB} or {strategy: placeholder}, "
+                          "got %r" % (value,))
     out = {}
-    for node, counts in value.items():
-        if not isinstance(counts, dict) or set(counts) != {"k8scpu", "k8smemory"}:
-            raise ConfigError("nodes.%s must be {k8scpu: N, k8smemory: MB} (the node's Gres counts in slurm.conf), "
-                              "got %r" % (node, counts))
+    for node, entry in value.items():
+        keys = set(entry) if isinstance(entry, dict) else None
+        counts = keys is not None and keys - {"strategy"} == {"k8scpu", "k8smemory"}
+        if keys is None or not (counts or keys == {"strategy"}):
+            raise ConfigError("nodes.%s must be {k8scpu: N, k8smemory: MB} (the node's Gres counts in slurm.conf) "
+                              "or {strategy: placeholder}, got %r" % (node, entry))
+        strategy = _coerce("nodes.%s.strategy" % node, entry["strategy"], "str") if "strategy" in entry else None
+        if strategy is not None and strategy not in STRATEGIES:
+            raise ConfigError("nodes.%s.strategy must be one of %s, got %r" % (node, ", ".join(STRATEGIES), strategy))
         out[str(node)] = NodeConfig(
-            _coerce("nodes.%s.k8scpu" % node, counts["k8scpu"], "int"),
-            _coerce("nodes.%s.k8smemory" % node, counts["k8smemory"], "int"))
+            _coerce("nodes.%s.k8scpu" % node, entry["k8scpu"], "int") if counts else None,
+            _coerce("nodes.%s.k8smemory" % node, entry["k8smemory"], "int") if counts else None,
+            strategy)
     return out
 
 
@@ -175,6 +202,8 @@ def validate(config: Config) -> Config:
         raise ConfigError("token.lifespan must be at least 30 seconds, got %d" % config.token.lifespan)
     if config.resync_interval < 1 or config.slurm_poll_interval < 0.1:
         raise ConfigError("resync_interval must be >= 1 and slurm_poll_interval >= 0.1 seconds")
+    if config.debounce > 5:
+        raise ConfigError("debounce must be at most 5 seconds (every admission waits up to that long), got %g" % config.debounce)
     if config.metrics.port > 65535:
         raise ConfigError("metrics.port must be 0 (off) or a TCP port, got %d" % config.metrics.port)
     return config
@@ -199,7 +228,9 @@ def read_file(path: str) -> dict:
         except ValueError as err:
             raise ConfigError("%s: YAML needs PyYAML (install python3-yaml), or write the file as JSON" % path) from err
     try:
-        return yaml.safe_load(text) or {}
+        # libyaml's loader when PyYAML was built with it: the config lists every shared node,
+        # and the pure-Python loader takes seconds over ten thousand of them.
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
     except yaml.YAMLError as err:
         raise ConfigError("%s is not valid YAML: %s" % (path, err)) from err
 

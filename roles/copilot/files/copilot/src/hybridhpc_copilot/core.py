@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -51,6 +52,8 @@ from .units import (
     parse_gres,
     replace_gres,
 )
+
+_REGISTRATION_REASON = re.compile(names.REGISTRATION_REASON)
 
 # -- what the copilot observes -----------------------------------------------------
 
@@ -74,6 +77,9 @@ class SlurmNode:
     alloc_memory_mb: int = 0
     states: tuple = ()
     reason: str = ""
+    cpus: int = 0  # CPUs Slurm schedules on the node
+    memory_mb: int = 0  # RealMemory
+    slurmd_start_time: float = 0.0  # seconds since the epoch (0: unknown)
 
     @property
     def counts(self) -> tuple[int | None, int | None]:
@@ -84,6 +90,25 @@ class SlurmNode:
     @property
     def drained(self) -> bool:
         return any(state.upper() in ("DRAIN", "DRAINED", "DRAINING") for state in self.states)
+
+    @property
+    def invalid_registration(self) -> bool:
+        return any(state.upper() == "INVALID_REG" for state in self.states)
+
+    @property
+    def responding(self) -> bool:
+        return not any(state.upper() == "NOT_RESPONDING" for state in self.states)
+
+    @property
+    def registration_refused(self) -> tuple[str, int] | None:
+        """``(gres, registered count)`` when Slurm refused slurmd's registration over a k8scpu/k8smemory count.
+
+        Read from the reason slurmctld gives (``names.REGISTRATION_REASON``);
+        ``None`` for any other reason, including a drain an admin set before
+        the registration (slurmctld keeps the older reason).
+        """
+        match = _REGISTRATION_REASON.search(self.reason or "")
+        return (match.group(1), int(match.group(2))) if match else None
 
     def usage(self, source: str = "max") -> tuple[int, int]:
         """CPUs and MB Slurm has allocated on the node.
@@ -128,6 +153,15 @@ class Settings:
     reservation_timeout: float = 60.0
     drain_sync: bool = True
     manage_finalizer: bool = True
+    strategy: str = "gres"  # how Kubernetes' share is held back from Slurm: "gres" or "placeholder"
+    node_strategy: Mapping = field(default_factory=dict)  # Slurm node -> strategy, over ``strategy``
+
+    def strategy_of(self, slurm_node: str) -> str:
+        return self.node_strategy.get(slurm_node, self.strategy)
+
+    @property
+    def uses_placeholders(self) -> bool:
+        return "placeholder" in (self.strategy, *self.node_strategy.values())
 
 
 @dataclass(frozen=True)
@@ -146,6 +180,7 @@ class Observed:
     slurm_nodes: Mapping | None  # Slurm node name -> SlurmNode
     now: float  # seconds since the epoch
     settings: Settings = field(default_factory=Settings)
+    slurm_jobs: tuple | None = ()  # the copilot's placeholder jobs (placeholder.PlaceholderJob); None: not read
 
 
 # -- what the copilot does ---------------------------------------------------------
@@ -427,6 +462,9 @@ def reconcile(observed: Observed) -> list[Action]:
         if is_slurm_node(obj):
             actions.extend(reconcile_node(name, obj, observed, owner_of[alias_of(obj)]))
     actions.extend(restore_unshared(observed, set(owner_of)))
+    from . import placeholder
+
+    actions.extend(placeholder.cancel_orphans(observed, set(owner_of.values())))
     return actions
 
 
@@ -437,7 +475,8 @@ def restore_unshared(observed: Observed, shared: set) -> list[Action]:
         return actions
     for slurm_name in sorted(observed.settings.configured):
         slurm = observed.slurm_nodes.get(slurm_name)
-        if slurm_name in shared or slurm is None or None in slurm.counts:
+        if slurm_name in shared or slurm is None or None in slurm.counts or \
+                observed.settings.strategy_of(slurm_name) != GresSide.kind:
             continue
         cap = observed.settings.configured[slurm_name]
         target = (cap.cpus, cap.memory_mb)
@@ -515,8 +554,76 @@ def _shortfall(cap: Capacity, usage, held, request) -> str:
     return "insufficient " + "; ".join(problems) if problems else ""
 
 
+class GresSide:
+    """The count-only GRES strategy: Kubernetes' share is taken out of the node's k8scpu/k8smemory counts."""
+
+    kind = "gres"
+    reserving = "lowering the Slurm GRES"
+    jobs_known = True
+
+    def __init__(self, name: str, slurm: SlurmNode | None, cap: Capacity | None, usage, status: Mapping):
+        self.name, self.slurm, self.cap, self.usage, self.status = name, slurm, cap, usage, status
+
+    def not_shared(self, alias: str) -> str:
+        return "Slurm node %s has no %s/%s GRES: it is not shared" % (alias, names.GRES_CPU, names.GRES_MEMORY)
+
+    def refuse_new(self) -> str:
+        """Why no new admission can be held now ('' when it can)."""
+        return ""
+
+    def held(self, ledger: Mapping) -> tuple[int, int]:
+        return holdings(ledger)
+
+    def settle_reserved(self, ledger: dict, reserved: list, now: str, decisions: list) -> None:
+        """Grant once Slurm's GRES is down and its jobs fit under it; deny the newest if Slurm got there first."""
+        cap, usage, slurm = self.cap, self.usage, self.slurm
+        want = wanted_counts(cap, ledger)
+        if usage[0] > want[0] or usage[1] > want[1]:
+            for uid in reversed(reserved):
+                reason = "Slurm allocated the resources before its GRES was lowered (Slurm holds %d CPUs, %dMi)" % usage
+                ledger[uid] = _transition(ledger[uid], names.DENIED, reason, now)
+                decisions.append(DenyAdmission(self.name, uid, reason))
+                want = wanted_counts(cap, ledger)
+                if usage[0] <= want[0] and usage[1] <= want[1]:
+                    break
+        elif slurm.counts == want:
+            reason = "Slurm GRES lowered to " + gres_string(*want)
+            for uid in reserved:
+                ledger[uid] = _transition(ledger[uid], names.GRANTED, reason, now)
+                decisions.append(GrantAdmission(self.name, uid, reason))
+
+    def slurm_actions(self, ledger: Mapping) -> list[Action]:
+        """The configured counts minus Kubernetes' holdings (re-asserted after a revert)."""
+        slurm, cap = self.slurm, self.cap
+        want = wanted_counts(cap, ledger)
+        if slurm.counts != want:
+            return [_set_gres(self.name, slurm, want, "ledger wants " + gres_string(*want),
+                              fallback_counts(cap, want, usage=self.usage))]
+        return []
+
+    def slurm_status(self, alias: str, ledger: Mapping) -> dict:
+        out = {"node": alias}
+        if self.cap is not None:
+            out["configuredGres"] = gres_string(self.cap.cpus, self.cap.memory_mb)
+            out["wantedGres"] = gres_string(*wanted_counts(self.cap, ledger))
+        return out
+
+    def overcommitted(self, ledger: Mapping) -> str:
+        held = holdings(ledger)
+        usage, cap = self.usage, self.cap
+        if usage[0] + cpus_for(held[0]) > cap.cpus or usage[1] + mib_for(held[1]) > cap.memory_mb:
+            return "Slurm %d CPUs %dMi + Kubernetes %s %s of %d CPUs %dMi" % (
+                usage[0], usage[1], format_cpu(held[0]), format_memory(held[1]), cap.cpus, cap.memory_mb)
+        return ""
+
+    def restored(self, ledger: Mapping) -> bool:
+        return self.slurm is None or self.cap is None or self.slurm.counts == (self.cap.cpus, self.cap.memory_mb)
+
+
 def reconcile_node(name: str, obj: Mapping, observed: Observed, owner: str) -> list[Action]:
     """Actions for one GenericNode (``owner``: the GenericNode that shares its Slurm node)."""
+    from . import placeholder
+
     settings = observed.settings
     meta, status = _meta(obj), _status(obj)
     rv = str(meta.get("resourceVersion") or "")
@@ -527,8 +634,15 @@ def reconcile_node(name: str, obj: Mapping, observed: Observed, owner: str) -> l
     slurm_known = observed.slurm_nodes is not None
     slurm = observed.slurm_nodes.get(alias) if slurm_known else None
     duplicate = owner != name
-    cap = None if duplicate else _capacity(settings, alias, status, slurm)
-    usage = slurm.usage(settings.usage_source) if slurm is not None else (0, 0)
+    if settings.strategy_of(alias) == placeholder.STRATEGY:
+        side = placeholder.PlaceholderSide(name, alias, slurm, duplicate, observed)
+    else:
+        cap = None if duplicate else _capacity(settings, alias, status, slurm)
+        usage = slurm.usage(settings.usage_source) if slurm is not None else (0, 0)
+        side = GresSide(name, slurm, cap, usage, status)
+    cap, usage = side.cap, side.usage
+    if side.kind == placeholder.STRATEGY and not side.jobs_known:
+        slurm_known, slurm = False, None  # decide nothing that depends on Slurm without its jobs
 
     decisions: list[Action] = []
     ledger = ledger_of(obj)
@@ -548,32 +662,20 @@ def reconcile_node(name: str, obj: Mapping, observed: Observed, owner: str) -> l
                 ledger[uid] = _transition(entry, names.RELEASED, gone, now)
                 decisions.append(ReleaseAdmission(name, uid, gone))
 
-    # 3. Reservations: grant once Slurm's GRES is down and its jobs fit under it, else wait or deny.
+    # 3. Reservations: granted once Slurm can no longer hand the resources out, else wait or deny.
     reserved = [uid for uid, entry in ledger.items() if entry.get("state") == names.RESERVED]
     if reserved and slurm is not None and cap is not None:
-        want = wanted_counts(cap, ledger)
-        if usage[0] > want[0] or usage[1] > want[1]:
-            for uid in reversed(reserved):
-                reason = "Slurm allocated the resources before its GRES was lowered (Slurm holds %d CPUs, %dMi)" % usage
-                ledger[uid] = _transition(ledger[uid], names.DENIED, reason, now)
-                decisions.append(DenyAdmission(name, uid, reason))
-                want = wanted_counts(cap, ledger)
-                if usage[0] <= want[0] and usage[1] <= want[1]:
-                    break
-        elif slurm.counts == want:
-            reason = "Slurm GRES lowered to " + gres_string(*want)
-            for uid in reserved:
-                ledger[uid] = _transition(ledger[uid], names.GRANTED, reason, now)
-                decisions.append(GrantAdmission(name, uid, reason))
+        side.settle_reserved(ledger, reserved, now, decisions)
     for uid in [uid for uid, entry in ledger.items() if entry.get("state") == names.RESERVED]:
         since = parse_timestamp(ledger[uid].get("lastTransitionTime"))
         if slurm_known and (slurm is None or cap is None or since is None or observed.now - since > settings.reservation_timeout):
-            reason = "Slurm did not take the lowered GRES within %gs" % settings.reservation_timeout
+            reason = "Slurm did not take the %s within %gs" % (
+                "placeholder job" if side.kind == placeholder.STRATEGY else "lowered GRES", settings.reservation_timeout)
             ledger[uid] = _transition(ledger[uid], names.DENIED, reason, now)
             decisions.append(DenyAdmission(name, uid, reason))
 
     # 4. New admissions, in the order the scheduler listed them.
-    held = holdings(ledger)
+    held = side.held(ledger)
     for adm in requests:
         if not adm.uid or adm.uid in ledger:
             continue
@@ -590,7 +692,9 @@ def reconcile_node(name: str, obj: Mapping, observed: Observed, owner: str) -> l
         elif slurm is None:
             reason = "Slurm has no node %s" % alias
         elif cap is None:
-            reason = "Slurm node %s has no %s/%s GRES: it is not shared" % (alias, names.GRES_CPU, names.GRES_MEMORY)
+            reason = side.not_shared(alias)
+        elif side.refuse_new():
+            reason = side.refuse_new()
         elif pod is None:
             reason = "pod %s/%s not found" % adm.pod_key
         elif adm.pod_uid and pod.uid and adm.pod_uid != pod.uid:
@@ -598,7 +702,8 @@ def reconcile_node(name: str, obj: Mapping, observed: Observed, owner: str) -> l
         elif pod.finished:
             reason = "pod %s/%s is %s" % (adm.namespace, adm.name, pod.phase)
         else:
-            reason = _shortfall(cap, usage, held, (adm.cpu_millis, adm.memory_bytes))
+            reason = _shortfall(cap, usage, held, side.held({"new": {
+                "state": names.RESERVED, "request": {"cpu": "%dm" % adm.cpu_millis, "memory": str(adm.memory_bytes)}}}))
         entry = {
             "pod": {"namespace": adm.namespace, "name": adm.name, "uid": adm.pod_uid or (pod.uid if pod else "")},
             "request": {"cpu": format_cpu(adm.cpu_millis), "memory": format_memory(adm.memory_bytes)},
@@ -607,17 +712,14 @@ def reconcile_node(name: str, obj: Mapping, observed: Observed, owner: str) -> l
             ledger[adm.uid] = _transition(entry, names.DENIED, reason, now)
             decisions.append(DenyAdmission(name, adm.uid, reason))
         else:
-            ledger[adm.uid] = _transition(entry, names.RESERVED, "lowering the Slurm GRES", now)
-            held = (held[0] + adm.cpu_millis, held[1] + adm.memory_bytes)
-            decisions.append(ReserveAdmission(name, adm.uid, "fits: lowering the Slurm GRES"))
+            ledger[adm.uid] = _transition(entry, names.RESERVED, side.reserving, now)
+            held = side.held(ledger)
+            decisions.append(ReserveAdmission(name, adm.uid, "fits: " + side.reserving))
 
-    # 5. Slurm's GRES: the configured counts minus Kubernetes' holdings (re-asserted after a revert).
+    # 5. Slurm: what it must hold back for Kubernetes now.
     slurm_actions: list[Action] = []
     if slurm is not None and cap is not None:
-        want = wanted_counts(cap, ledger)
-        if slurm.counts != want:
-            slurm_actions.append(_set_gres(name, slurm, want, "ledger wants " + gres_string(*want),
-                                           fallback_counts(cap, want, usage)))
+        slurm_actions = side.slurm_actions(ledger)
 
     # 6. The ledger: status, written only when it changed.
     new_status = dict(status)
@@ -630,19 +732,15 @@ def reconcile_node(name: str, obj: Mapping, observed: Observed, owner: str) -> l
         {"allocated": slurm_alloc, "type": names.ALLOCATION_SLURM},
         {"allocated": {"cpu": format_cpu(held[0]), "memory": format_memory(held[1])}, "type": names.ALLOCATION_KUBERNETES},
     ]
-    slurm_status = {"node": alias}
-    if cap is not None:
-        slurm_status["configuredGres"] = gres_string(cap.cpus, cap.memory_mb)
-        slurm_status["wantedGres"] = gres_string(*wanted_counts(cap, ledger))
-    new_status[names.STATUS_SLURM] = slurm_status
+    if slurm is not None or side.kind == GresSide.kind:
+        new_status[names.STATUS_SLURM] = side.slurm_status(alias, ledger)
+    else:
+        new_status[names.STATUS_SLURM] = dict(_slurm_status(status)) or {"node": alias}
     if slurm is not None and cap is not None:
-        over = usage[0] + cpus_for(held[0]) > cap.cpus or usage[1] + mib_for(held[1]) > cap.memory_mb
-        message = "Slurm %d CPUs %dMi + Kubernetes %s %s of %d CPUs %dMi" % (
-            usage[0], usage[1], format_cpu(held[0]), format_memory(held[1]), cap.cpus, cap.memory_mb)
-        reason = "SlurmUsedKubernetesShare" if over else "WithinCapacity"
+        message = side.overcommitted(ledger)
+        reason = "SlurmUsedKubernetesShare" if message else "WithinCapacity"
         new_status[names.STATUS_CONDITIONS] = _set_condition(
-            status.get(names.STATUS_CONDITIONS), names.CONDITION_OVERCOMMITTED, over, reason,
-            message if over else "", now)
+            status.get(names.STATUS_CONDITIONS), names.CONDITION_OVERCOMMITTED, bool(message), reason, message, now)
 
     actions: list[Action] = list(decisions)
     if settings.manage_finalizer and not deleting and names.FINALIZER not in finalizers:
@@ -653,16 +751,20 @@ def reconcile_node(name: str, obj: Mapping, observed: Observed, owner: str) -> l
 
     # 7. Drains.
     kube = observed.kube_nodes.get(str(meta.get("name") or name))
-    if settings.drain_sync and slurm is not None and kube is not None and not duplicate:
-        actions.extend(_drain_sync(name, kube, slurm))
+    if slurm is not None and not duplicate and (settings.drain_sync or slurm.registration_refused is not None):
+        actions.extend(_drain_sync(name, kube if settings.drain_sync else None, slurm))
 
-    # 8. Deletion: once nothing is held and Slurm has its counts back, let the object go.
+    # 8. Deletion: once nothing is held and Slurm has its resources back, let the object go.
     if deleting and names.FINALIZER in finalizers and slurm_known:
         released = not any(e.get("state") in names.HOLDING_STATES for e in ledger.values())
-        restored = slurm is None or cap is None or duplicate or slurm.counts == (cap.cpus, cap.memory_mb)
-        if released and restored:
+        if released and (duplicate or side.restored(ledger)):
             actions.append(RemoveFinalizer(name, rv))
     return actions
+
+
+def _slurm_status(status: Mapping) -> Mapping:
+    value = status.get(names.STATUS_SLURM)
+    return value if isinstance(value, dict) else {}
 
 
 def _old_allocation(status: Mapping, kind: str):
@@ -689,15 +791,35 @@ def _set_condition(conditions, kind: str, value: bool, reason: str, message: str
     return out
 
 
-def _drain_sync(name: str, kube: KubeNode, slurm: SlurmNode) -> list[Action]:
+def _drain_sync(name: str, kube: KubeNode | None, slurm: SlurmNode) -> list[Action]:
+    """Cordon <-> drain, for the drains the copilot set or caused.
+
+    Caused: the drain slurmctld sets when it refuses slurmd's registration
+    over a k8scpu/k8smemory count (``SlurmNode.registration_refused``). Every
+    RESUME makes slurmd register again, and a registration passes only once no
+    job holds the count that changed: so such a drain is resumed only when the
+    node registered again (no longer INVALID_REG, responding) and no job holds
+    its k8scpu/k8smemory; until then the drain is what keeps Slurm off
+    Kubernetes' share. ``kube`` is ``None`` when drain sync is off: then only
+    such drains are resumed.
+    """
     actions: list[Action] = []
-    ours = slurm.drained and slurm.reason.startswith(names.DRAIN_REASON_PREFIX)
-    if kube.unschedulable and not slurm.drained:
+    caused = slurm.registration_refused is not None
+    gres_used = parse_gres(slurm.gres_used)
+    settled = not slurm.invalid_registration and slurm.responding and not any(
+        gres_used.get(gres, 0) for gres in (names.GRES_CPU, names.GRES_MEMORY))
+    ours = slurm.drained and (slurm.reason.startswith(names.DRAIN_REASON_PREFIX) or (caused and settled))
+    if slurm.invalid_registration:
+        ours = False  # Slurm refuses RESUME until the node registered again
+    cordoned = kube is not None and kube.unschedulable
+    if cordoned and not slurm.drained:
         reason = "%s Kubernetes node %s is cordoned" % (names.DRAIN_REASON_PREFIX, kube.name)
         actions.append(DrainNode(name, slurm.name, reason))
-    elif not kube.unschedulable and ours:
+    elif not cordoned and ours and (kube is not None or caused):
         actions.append(ResumeNode(name, slurm.name))
-    foreign = slurm.reason if slurm.drained and not ours else None
+    if kube is None:
+        return actions
+    foreign = slurm.reason if slurm.drained and not ours and not caused else None
     if (foreign or None) != (kube.annotations.get(names.ANNOTATION_SLURM_DRAIN_REASON) or None):
         actions.append(AnnotateNode(name, kube.name, names.ANNOTATION_SLURM_DRAIN_REASON, foreign or None))
     return actions

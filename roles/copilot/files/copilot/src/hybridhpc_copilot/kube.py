@@ -73,8 +73,8 @@ def error_for(status: int | None, message: str) -> KubeError:
 
 
 class Kube(Protocol):
-    def list_objects(self, kind: str, label_selector: str | None = None) -> tuple[list[dict], str]:
-        """Every object of ``kind`` and the list's resourceVersion."""
+    def list_objects(self, kind: str, label_selector: str | None = None, keep: Callable | None = None) -> tuple[list[dict], str]:
+        """Every object of ``kind`` (``keep(obj)`` of each, when given) and the list's resourceVersion."""
 
     def watch_objects(self, kind: str, resource_version: str, timeout_seconds: int = 300,
                       label_selector: str | None = None) -> Iterator[tuple[str, dict]]:
@@ -132,7 +132,7 @@ class KubeClient:
     """
 
     def __init__(self, kubeconfig: str | None = None, context: str | None = None, api_client=None,
-                 request_timeout: float = 30.0):
+                 request_timeout: float = 30.0, list_chunk: int = 500):
         from kubernetes import client, config
 
         if api_client is None:
@@ -146,6 +146,7 @@ class KubeClient:
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self.request_timeout = request_timeout
+        self.list_chunk = list_chunk
         from kubernetes.client.rest import ApiException
 
         self._api_exception = ApiException
@@ -178,14 +179,38 @@ class KubeClient:
         }[kind]
 
     # -- the interface ---------------------------------------------------------------
-    def list_objects(self, kind, label_selector=None):
-        kwargs = {"label_selector": label_selector} if label_selector else {}
+    def list_objects(self, kind, label_selector=None, keep=None):
+        """The list in chunks of ``list_chunk`` objects (``limit`` and ``continue``, as client-go's informers
+        read), each through ``keep`` before the next is asked for: a large list never sits whole in memory.
+
+        A continue token that expired meanwhile (the API server answers 410) means listing again, whole,
+        as client-go's pager does. All chunks come from one snapshot: the list's resourceVersion is theirs.
+        """
         try:
-            data = self._json("list %s" % kind, self._list_method(kind), **kwargs)
+            try:
+                return self._list(kind, label_selector, keep, self.list_chunk)
+            except Gone:
+                return self._list(kind, label_selector, keep, 0)
         except NotFound as err:
             raise PermanentError("%s: is the %s CRD installed? (kubectl apply -f crd/%s.yaml)" % (
                 err, names.CRD_NAME, names.CRD_NAME), 404) from err
-        return list(data.get("items") or []), str((data.get("metadata") or {}).get("resourceVersion") or "")
+
+    def _list(self, kind, label_selector, keep, limit) -> tuple[list[dict], str]:
+        kwargs = {"label_selector": label_selector} if label_selector else {}
+        if limit:
+            kwargs["limit"] = limit
+        items, resource_version = [], None
+        while True:
+            data = self._json("list %s" % kind, self._list_method(kind), **kwargs)
+            chunk = data.get("items") or []
+            items.extend(chunk if keep is None else map(keep, chunk))
+            meta = data.get("metadata") or {}
+            if resource_version is None:
+                resource_version = str(meta.get("resourceVersion") or "")
+            if not meta.get("continue"):
+                return items, resource_version
+            kwargs["_continue"] = meta["continue"]
+            del data, chunk  # this chunk's raw objects go before the next arrives
 
     def watch_objects(self, kind, resource_version, timeout_seconds=300, label_selector=None):
         kwargs = {"watch": True, "resource_version": resource_version, "timeout_seconds": int(timeout_seconds),
@@ -337,10 +362,10 @@ class FakeKube:
         return current
 
     # -- the interface -------------------------------------------------------------------
-    def list_objects(self, kind, label_selector=None):
+    def list_objects(self, kind, label_selector=None, keep=None):
         self._check("list", kind)
         items = [o for o in self.objects[kind].values() if label_selector_matches(label_selector, o["metadata"].get("labels"))]
-        return items, str(self.rv)
+        return (items if keep is None else [keep(o) for o in items]), str(self.rv)
 
     def watch_objects(self, kind, resource_version, timeout_seconds=300, label_selector=None):
         self._check("watch", kind)

@@ -5,10 +5,13 @@
 * :class:`Executor` carries actions out, in order, per GenericNode: a 409 on
   the ledger (someone wrote in between) re-reads that GenericNode and stops
   its remaining actions for this round; the next round decides again.
-* :class:`Copilot` runs passes: observe (caches + a fresh Slurm poll), decide
+* :class:`Copilot` runs passes: observe (caches + a fresh Slurm read), decide
   (pure), act, and repeat until nothing changes (a reservation needs two
   rounds: lower the GRES, then see Slurm took it). A *full* pass lists every
-  kind again first: the periodic resync that catches lost watch events.
+  kind again first and looks at every GenericNode: the periodic resync that
+  catches lost watch events. An *event* pass looks only at what changed since
+  the last pass (:class:`Changes`), so its cost follows the changes, not the
+  number of nodes.
 * :class:`Runner` is the daemon: threads that watch and poll and wake the
   loop, a periodic full resync, backoff on temporary errors, systemd
   notifications and a watchdog ping every turn of the working loop.
@@ -21,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from . import core, logs, names
+from . import core, logs, names, placeholder
 from .kube import GENERICNODES, NODES, PODS, Conflict, Gone, KubeError, PermanentError, TemporaryError, object_key
 from .poller import SlurmPoller
 from .slurm import SlurmError, SlurmRefused
@@ -42,10 +45,12 @@ def _rv_newer(new: dict, old: dict | None) -> bool:
 
 
 class Informer:
-    """One kind's objects, kept current by list + watch."""
+    """One kind's objects, kept current by list + watch; ``keep(obj)``: the part of each object to store."""
 
-    def __init__(self, kube, kind: str, label_selector: str | None = None, on_change: Callable | None = None):
+    def __init__(self, kube, kind: str, label_selector: str | None = None, on_change: Callable | None = None,
+                 keep: Callable | None = None):
         self.kube, self.kind, self.label_selector, self.on_change = kube, kind, label_selector, on_change
+        self.keep = keep
         self.store: dict[str, dict] = {}
         self.resource_version: str | None = None
         self._lock = threading.Lock()
@@ -55,28 +60,37 @@ class Informer:
         return self.resource_version is not None
 
     def relist(self) -> None:
-        items, rv = self.kube.list_objects(self.kind, self.label_selector)
+        items, rv = self.kube.list_objects(self.kind, self.label_selector, self.keep)
         with self._lock:
             self.store = {object_key(obj): obj for obj in items}
             self.resource_version = rv
         self._changed()
 
     def apply(self, event: str, obj: dict) -> None:
+        if self.keep is not None and event != "BOOKMARK":
+            obj = self.keep(obj)
         rv = (obj.get("metadata") or {}).get("resourceVersion")
+        changed = False
         with self._lock:
             if event in ("ADDED", "MODIFIED"):
                 key = object_key(obj)
-                if _rv_newer(obj, self.store.get(key)):
+                current = self.store.get(key)
+                if _rv_newer(obj, current):
+                    # The echo of our own write (put() stored it already) changes nothing:
+                    # waking the loop for it would run a pass that finds nothing to do.
+                    changed = current is None or not rv or rv != (current.get("metadata") or {}).get("resourceVersion")
                     self.store[key] = obj
             elif event == "DELETED":
-                self.store.pop(object_key(obj), None)
+                changed = self.store.pop(object_key(obj), None) is not None
             if rv:
                 self.resource_version = rv
-        if event != "BOOKMARK":
+        if changed:
             self._changed(object_key(obj))
 
     def put(self, obj: dict) -> None:
         """An object we wrote or read ourselves (newer than, or as new as, what the watch said)."""
+        if self.keep is not None:
+            obj = self.keep(obj)
         with self._lock:
             key = object_key(obj)
             if _rv_newer(obj, self.store.get(key)):
@@ -84,7 +98,9 @@ class Informer:
 
     def forget(self, key: str) -> None:
         with self._lock:
-            self.store.pop(key, None)
+            gone = self.store.pop(key, None) is not None
+        if gone:  # its DELETED event will find nothing left to change: the next pass must still see it went
+            self._changed(key)
 
     def get(self, key: str) -> dict | None:
         with self._lock:
@@ -183,7 +199,8 @@ class Executor:
 
     def _describe(self, action) -> dict:
         fields = {"node": action.node, "action": action.kind, "dry_run": self.dry_run}
-        for name in ("slurm_node", "gres", "reason", "kube_node", "key", "value", "resource_version"):
+        for name in ("slurm_node", "gres", "reason", "kube_node", "key", "value", "resource_version", "job_name",
+                     "job_id", "cpus", "memory_mb"):
             if hasattr(action, name):
                 fields[name] = getattr(action, name)
         return fields
@@ -213,6 +230,12 @@ class Executor:
                 log.warning("Slurm refused the count, setting the fallback", extra={"fields": {
                     "slurm_node": action.slurm_node, "gres": action.gres, "fallback": action.fallback, "error": str(err)}})
                 self.slurm.set_node_gres(action.slurm_node, action.fallback)
+        elif isinstance(action, placeholder.SubmitPlaceholder):
+            job_id = self.slurm.submit_placeholder(action.job_name, action.slurm_node, action.cpus, action.memory_mb)
+            log.info("placeholder job submitted", extra={"fields": {"node": action.node, "job_id": job_id,
+                                                                     "job_name": action.job_name}})
+        elif isinstance(action, placeholder.CancelPlaceholder):
+            self.slurm.cancel_job(action.job_id)
         elif isinstance(action, core.DrainNode):
             self.slurm.drain_node(action.slurm_node, action.reason)
         elif isinstance(action, core.ResumeNode):
@@ -259,6 +282,25 @@ class Executor:
 # -- passes ---------------------------------------------------------------------------------
 
 
+def pod_fields(obj: dict) -> dict:
+    """What pod_view reads of a pod: a cluster holds many large pods, of which the copilot reads five fields."""
+    meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+    kept = {"metadata": {key: meta[key] for key in ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
+                         if key in meta}}
+    if isinstance(status, dict) and "phase" in status:
+        kept["status"] = {"phase": status["phase"]}
+    return kept
+
+
+def node_fields(obj: dict) -> dict:
+    """What node_view reads of a Node (a real one also carries its images, conditions, addresses, ...)."""
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    kept = {"metadata": {key: meta[key] for key in ("name", "resourceVersion", "annotations") if key in meta}}
+    if isinstance(spec, dict) and "unschedulable" in spec:
+        kept["spec"] = {"unschedulable": spec["unschedulable"]}
+    return kept
+
+
 def pod_view(obj: dict) -> core.Pod:
     meta, status = obj.get("metadata") or {}, obj.get("status") or {}
     return core.Pod(namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
@@ -284,8 +326,79 @@ class PassResult:
         return not self.errors
 
 
+class Changes:
+    """What changed since the last pass: noted by the watch and poll threads, taken by the next pass.
+
+    ``everything`` (at the start, after a relist or a failed pass): the next pass
+    looks at every GenericNode. Otherwise the GenericNodes (by name) whose object,
+    Kubernetes Node (same name) or admitted pods changed, and the Slurm nodes
+    the poller saw change.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.everything = True
+        self.generic_nodes: set = set()
+        self.slurm_nodes: set = set()
+        self._pod_users: dict[str, set] = {}  # "namespace/name" -> GenericNodes whose decisions read the pod
+
+    def note(self, generic_nodes=(), slurm_nodes=(), everything: bool = False) -> None:
+        with self._lock:
+            self.everything = self.everything or everything
+            self.generic_nodes.update(generic_nodes)
+            self.slurm_nodes.update(slurm_nodes)
+
+    def note_pod(self, key: str) -> bool:
+        """Note the GenericNodes that read this pod; False when none does (the event is not worth a pass)."""
+        with self._lock:
+            users = self._pod_users.get(key)
+            if users:
+                self.generic_nodes.update(users)
+            return bool(users)
+
+    def take(self) -> tuple[bool, set, set]:
+        with self._lock:
+            taken = (self.everything, self.generic_nodes, self.slurm_nodes)
+            self.everything, self.generic_nodes, self.slurm_nodes = False, set(), set()
+        return taken
+
+    def set_pods_read(self, reads: dict, everything: bool = False) -> None:
+        """``reads``: GenericNode -> "namespace/name" of the pods its decisions read (replacing what it read)."""
+        with self._lock:
+            users = {} if everything else self._pod_users
+            for readers in users.values():
+                readers.difference_update(reads)
+            for generic_node, pods in reads.items():
+                for pod in pods:
+                    users.setdefault(pod, set()).add(generic_node)
+            self._pod_users = {pod: readers for pod, readers in users.items() if readers}
+
+
+@dataclass
+class Scope:
+    """What an event pass looks at: GenericNodes by name (those gone included), and the Slurm nodes it reads."""
+
+    generic_nodes: set
+    slurm_nodes: set
+
+
+# A GET of one Slurm node costs about what a hundred nodes' share of GET /nodes does
+# (slurmrestd's per-request work against its per-node work): an event pass reads
+# its nodes one by one only when they are fewer than a hundredth of the shared ones.
+SINGLE_READS_PER_NODE = 100
+
+
 class Copilot:
-    """One copilot: caches, a Slurm poller, the executor, and passes over them."""
+    """One copilot: caches, a Slurm poller, the executor, and passes over them.
+
+    An event pass hands ``core.reconcile`` only the GenericNodes in its
+    :class:`Scope`, every GenericNode sharing a Slurm node with one of them,
+    their Slurm nodes and placeholder jobs: each node's decisions read only its
+    own objects. The decisions over all nodes (configured Slurm nodes no
+    GenericNode shares, placeholder jobs of GenericNodes that share nothing)
+    see the Slurm nodes a GenericNode stopped sharing and the jobs whose
+    GenericNode shares nothing, as in a full pass.
+    """
 
     def __init__(self, kube, slurm, settings: core.Settings, cluster_name: str, cluster_namespace: str | None = None,
                  metrics=None, dry_run: bool = False, clock: Callable = time.time, max_rounds: int = 6,
@@ -296,18 +409,34 @@ class Copilot:
         self.kube, self.slurm, self.settings, self.metrics = kube, slurm, settings, metrics
         self.dry_run, self.clock, self.max_rounds = dry_run, clock, max_rounds
         self.wake = on_change
-        self.needed_pods: set = set()  # pods whose events are worth a pass
+        self.changes = Changes()
+        self._alias_of: dict[str, str] = {}  # GenericNode of type Slurm -> the Slurm node it shares
+        self._sharers: dict[str, set] = {}  # Slurm node -> the GenericNodes sharing it
+        self._reserving: set = set()  # GenericNodes with Reserved admissions: every pass looks at them
         self.generic_nodes = Informer(kube, GENERICNODES, selector, self._changed)
-        self.pods = Informer(kube, PODS, None, self._changed)
-        self.nodes = Informer(kube, NODES, None, self._changed)
+        self.pods = Informer(kube, PODS, None, self._changed, pod_fields)
+        self.nodes = Informer(kube, NODES, None, self._changed, node_fields)
         self.informers = (self.generic_nodes, self.pods, self.nodes)
-        self.poller = SlurmPoller(slurm, on_change=lambda changed: self._changed("slurm", None))
+        self.poller = SlurmPoller(slurm, on_change=self._slurm_changed)
         self.executor = Executor(kube, slurm, self.generic_nodes, metrics, dry_run, self.nodes)
+        if metrics is not None:
+            metrics.ledger.source = self.ledger_rows  # the per-node gauges, read from the cache at each scrape
 
     def _changed(self, kind: str, key: str | None) -> None:
-        if self.wake is None or (kind == PODS and key is not None and key not in self.needed_pods):
-            return
-        self.wake(kind)
+        if key is None:
+            self.changes.note(everything=True)
+        elif kind == PODS:
+            if not self.changes.note_pod(key):
+                return
+        else:  # a GenericNode, or a Kubernetes Node: it has its GenericNode's name
+            self.changes.note(generic_nodes=(key,))
+        if self.wake is not None:
+            self.wake(kind)
+
+    def _slurm_changed(self, slurm_nodes) -> None:
+        self.changes.note(slurm_nodes=slurm_nodes)
+        if self.wake is not None:
+            self.wake("slurm")
 
     def relist(self) -> None:
         for informer in self.informers:
@@ -321,11 +450,22 @@ class Copilot:
             except Gone:
                 informer.relist()
 
-    def observe(self, slurm_nodes) -> core.Observed:
-        generic_nodes = self.generic_nodes.snapshot()
+    def observe(self, slurm_nodes, slurm_jobs=(), scope: Scope | None = None) -> core.Observed:
+        """What ``core.reconcile`` decides from: every GenericNode, or those of ``scope``."""
+        if scope is None:
+            generic_nodes = self.generic_nodes.snapshot()
+            kube_nodes = {key: node_view(obj) for key, obj in self.nodes.snapshot().items()}
+        else:
+            generic_nodes = {name: obj for name in sorted(scope.generic_nodes)
+                             if (obj := self.generic_nodes.get(name)) is not None}
+            kube_nodes = {name: node_view(obj) for name in scope.generic_nodes if (obj := self.nodes.get(name)) is not None}
         pods = {}
-        needed = core.pods_needed(generic_nodes)
-        self.needed_pods = {"%s/%s" % key for key in needed}
+        reads = {name: core.pods_needed({name: obj}) for name, obj in generic_nodes.items()}
+        if scope is not None:
+            reads.update((name, set()) for name in scope.generic_nodes - set(generic_nodes))
+        self.changes.set_pods_read({name: {"%s/%s" % key for key in keys} for name, keys in reads.items()},
+                                   everything=scope is None)
+        needed = set().union(*reads.values())
         for namespace, name in sorted(needed):
             obj = self.pods.get("%s/%s" % (namespace, name))
             if obj is None:  # a cache miss is not "gone" until the API server says so
@@ -334,20 +474,28 @@ class Copilot:
                     self.pods.put(obj)
             if obj is not None:
                 pods[(namespace, name)] = pod_view(obj)
-        kube_nodes = {key: node_view(obj) for key, obj in self.nodes.snapshot().items()}
-        return core.Observed(generic_nodes, pods, kube_nodes, slurm_nodes, self.clock(), self.settings)
+        return core.Observed(generic_nodes, pods, kube_nodes, slurm_nodes, self.clock(), self.settings, slurm_jobs)
 
     def sync(self, full: bool = False) -> PassResult:
         """One pass; ``full`` lists everything first. Raises PermanentError for what retrying cannot fix."""
         started = time.monotonic()
         result = PassResult()
+        scope = taken = None
         try:
             if full or not all(i.synced for i in self.informers):
                 self.relist()
+            taken = self.changes.take()
+            everything, changed_generic_nodes, changed_slurm_nodes = taken
+            if full or everything:
+                self._index_all()
+            else:
+                scope = self._scope(changed_generic_nodes, changed_slurm_nodes)
+                if not scope.generic_nodes and not scope.slurm_nodes:
+                    return result
             for _ in range(self.max_rounds):
                 result.rounds += 1
                 try:
-                    slurm_nodes = self.poller.poll()
+                    slurm_nodes = self._read_slurm(scope)
                 except SlurmError as err:
                     slurm_nodes = None
                     result.errors.append(("slurm", str(err), err.temporary))
@@ -355,12 +503,18 @@ class Copilot:
                         self.metrics.errors.labels(type(err).__name__).inc()
                     log.warning("cannot read Slurm: deciding nothing that depends on it",
                                 extra={"fields": {"error": str(err)}})
-                observed = self.observe(slurm_nodes)
-                outcome = self.executor.run(core.reconcile(observed))
+                slurm_jobs = self._placeholder_jobs(result) if slurm_nodes is not None else None
+                if scope is not None and slurm_jobs:
+                    slurm_jobs = self._jobs_in_scope(slurm_jobs, scope)
+                # Nothing keeps the observed snapshot while the actions run: each write replaces
+                # its GenericNode in the cache, and the object it replaced can go at once.
+                actions = core.reconcile(self.observe(slurm_nodes, slurm_jobs, scope))
+                outcome = self.executor.run(actions)
                 result.actions.extend(outcome.applied)
                 result.errors.extend(outcome.errors)
                 result.conflicts += outcome.conflicts
-                if self.dry_run or slurm_nodes is None or outcome.errors or not (outcome.wrote or outcome.conflicts):
+                if self.dry_run or slurm_nodes is None or slurm_jobs is None or outcome.errors or \
+                        not (outcome.wrote or outcome.conflicts):
                     break
         except PermanentError:
             self._count_error("PermanentError")
@@ -369,25 +523,116 @@ class Copilot:
             result.errors.append(("kubernetes", str(err), True))
             self._count_error(type(err).__name__)
         finally:
+            if result.errors and taken is not None:  # look again at what this pass could not settle
+                if scope is None:
+                    self.changes.note(everything=True)
+                else:
+                    self.changes.note(scope.generic_nodes, scope.slurm_nodes)
+            self._note_reservations(scope)
             if self.metrics is not None:
                 self.metrics.reconciles.labels("full" if full else "event").inc()
                 self.metrics.latency.observe(time.monotonic() - started)
-                self._ledger_metrics()
                 if not result.errors:
                     self.metrics.last_success.set(time.time())
         return result
+
+    # -- what an event pass looks at ---------------------------------------------------------
+    def _index(self, name: str, obj: dict | None) -> str | None:
+        """Note the Slurm node a GenericNode shares now; returns the one it shared before if that changed."""
+        alias = core.alias_of(obj) if obj is not None and core.is_slurm_node(obj) else None
+        before = self._alias_of.get(name)
+        if before == alias:
+            return None
+        if before is not None:
+            del self._alias_of[name]
+            self._sharers[before].discard(name)
+            if not self._sharers[before]:
+                del self._sharers[before]
+        if alias is not None:
+            self._alias_of[name] = alias
+            self._sharers.setdefault(alias, set()).add(name)
+        return before
+
+    def _index_all(self) -> None:
+        self._alias_of, self._sharers = {}, {}
+        for name, obj in self.generic_nodes.snapshot().items():
+            self._index(name, obj)
+
+    def _scope(self, changed_generic_nodes: set, changed_slurm_nodes: set) -> Scope:
+        generic_nodes = set(changed_generic_nodes) | self._reserving
+        left = set()  # Slurm nodes a GenericNode stopped sharing
+        for name in generic_nodes:
+            before = self._index(name, self.generic_nodes.get(name))
+            if before is not None:
+                left.add(before)
+        touched = set(changed_slurm_nodes) | left
+        for slurm_node in touched:
+            generic_nodes |= self._sharers.get(slurm_node, set())
+        # The first GenericNode by name owns a Slurm node several share: decide for all of them together.
+        for name in list(generic_nodes):
+            if name in self._alias_of:
+                generic_nodes |= self._sharers[self._alias_of[name]]
+        slurm_nodes = {self._alias_of[name] for name in generic_nodes if name in self._alias_of}
+        slurm_nodes |= {slurm_node for slurm_node in touched if slurm_node not in self._sharers}
+        return Scope(generic_nodes, slurm_nodes)
+
+    def _read_slurm(self, scope: Scope | None) -> dict:
+        """Fresh Slurm nodes: all of them, or the scope's (only theirs reach the decisions)."""
+        if scope is None:
+            # This pass decides on what the poll shows: a wake-up for it would only repeat the pass.
+            return self.poller.poll(notify=False)
+        if len(scope.slurm_nodes) * SINGLE_READS_PER_NODE <= len(self._alias_of):
+            return self.poller.poll_nodes(scope.slurm_nodes)
+        every = self.poller.poll(handled=scope.slurm_nodes)  # changes elsewhere wait for the next pass
+        return {name: every[name] for name in scope.slurm_nodes if name in every}
+
+    def _jobs_in_scope(self, jobs: tuple, scope: Scope) -> tuple:
+        """The scope's GenericNodes' placeholder jobs, and those of GenericNodes that share nothing now."""
+        return tuple(job for job in jobs if job.owner is not None
+                     and (job.owner[0] in scope.generic_nodes or job.owner[0] not in self._alias_of))
+
+    def _note_reservations(self, scope: Scope | None) -> None:
+        """Remember which GenericNodes wait for Slurm: a grant or a timeout may come on any pass."""
+        if scope is None:
+            self._reserving = set()
+            objects = self.generic_nodes.snapshot()
+        else:
+            objects = {name: self.generic_nodes.get(name) for name in scope.generic_nodes}
+        for name, obj in objects.items():
+            ledger = ((obj or {}).get("status") or {}).get(names.STATUS_ADMISSIONS)
+            if isinstance(ledger, dict) and any(isinstance(e, dict) and e.get("state") == names.RESERVED
+                                                for e in ledger.values()):
+                self._reserving.add(name)
+            else:
+                self._reserving.discard(name)
+
+    def _placeholder_jobs(self, result: PassResult) -> tuple | None:
+        """The placeholder jobs, when some node uses them (``None``: Slurm could not list them)."""
+        if not self.settings.uses_placeholders:
+            return ()
+        try:
+            return tuple(self.slurm.placeholder_jobs())
+        except SlurmError as err:
+            result.errors.append(("slurm", str(err), err.temporary))
+            self._count_error(type(err).__name__)
+            log.warning("cannot list the placeholder jobs: deciding nothing that depends on them",
+                        extra={"fields": {"error": str(err)}})
+            return None
 
     def _count_error(self, kind: str) -> None:
         if self.metrics is not None:
             self.metrics.errors.labels(kind).inc()
 
-    def _ledger_metrics(self) -> None:
-        seen = set()
+    def ledger_rows(self):
+        """Per GenericNode sharing a Slurm node, from the cache: what /metrics shows of its ledger (computed per scrape).
+
+        Rows of (name, {(allocation type, resource): cores or bytes}, {admission state: count}, overcommitted).
+        """
         for name, obj in self.generic_nodes.snapshot().items():
             if not core.is_slurm_node(obj):
                 continue
-            seen.add(name)
-            status = obj.get("status") or {}
+            status = obj.get("status")
+            status = status if isinstance(status, dict) else {}
             allocations = {}
             for item in status.get(names.STATUS_ALLOCATED) or []:
                 if not isinstance(item, dict) or not isinstance(item.get("allocated"), dict):
@@ -399,12 +644,13 @@ class Copilot:
                 except ValueError:
                     continue
             states: dict = {}
-            for entry in core.ledger_of(obj).values():
-                states[entry.get("state")] = states.get(entry.get("state"), 0) + 1
+            ledger = status.get(names.STATUS_ADMISSIONS)
+            for entry in ledger.values() if isinstance(ledger, dict) else ():
+                if isinstance(entry, dict):
+                    states[entry.get("state")] = states.get(entry.get("state"), 0) + 1
             over = any(c.get("type") == names.CONDITION_OVERCOMMITTED and c.get("status") == "True"
                        for c in status.get(names.STATUS_CONDITIONS) or [] if isinstance(c, dict))
-            self.metrics.set_ledger(name, allocations, states, over)
-        self.metrics.forget_nodes(seen)
+            yield name, allocations, states, over
 
 
 # -- the daemon -----------------------------------------------------------------------------
@@ -414,7 +660,7 @@ class Runner:
     """Threads that watch and poll, and the working loop they wake."""
 
     def __init__(self, copilot: Copilot, notifier, resync_interval: float = 60.0, poll_interval: float = 5.0,
-                 watch_timeout: int = 300, debounce: float = 0.2, max_backoff: float = 60.0):
+                 watch_timeout: int = 300, debounce: float = 0.02, max_backoff: float = 60.0):
         self.copilot, self.notifier = copilot, notifier
         self.resync_interval, self.poll_interval, self.watch_timeout = resync_interval, poll_interval, watch_timeout
         self.debounce, self.max_backoff = debounce, max_backoff
@@ -486,6 +732,7 @@ class Runner:
         self._start("poll-slurm", self.copilot.poller.run, self.poll_interval, self.stop,
                     lambda err: log.warning("Slurm poll failed", extra={"fields": {"error": str(err)}}))
         next_full = time.monotonic() + self.resync_interval
+        last_pass = 0.0
         failures = 0
         tick = min(self.resync_interval, (self.notifier.watchdog_seconds or 60) / 2)
         while not self.stop.is_set():
@@ -497,7 +744,9 @@ class Runner:
             if not (woken or full):
                 continue
             if woken and not full:
-                self.stop.wait(self.debounce)  # let a burst of events settle
+                # A pass starts `debounce` seconds after the one before ended at the earliest: a lone
+                # event is acted on at once, a burst gathers while the pass before runs and this wait ends.
+                self.stop.wait(max(0.0, last_pass + self.debounce - time.monotonic()))
             self.wake.clear()
             try:
                 result = self.copilot.sync(full=full)
@@ -505,6 +754,7 @@ class Runner:
                 log.error("permanent error: fix it and the next resync retries", extra={"fields": {"error": str(err)}})
                 self.notifier.status("error: %s" % err)
                 result = PassResult(errors=[("permanent", str(err), False)])
+            last_pass = time.monotonic()
             if full:
                 next_full = time.monotonic() + self.resync_interval
             if result.errors:

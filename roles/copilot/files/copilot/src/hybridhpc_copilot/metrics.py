@@ -3,12 +3,19 @@
 With ``prometheus_client`` installed (python3-prometheus-client) its types and
 server are used; without it a small built-in registry writes the same text
 exposition format (version 0.0.4), so the package has no hard dependency on it.
+
+The per-GenericNode gauges (``ledger_allocated``, ``admissions``,
+``overcommitted``) hold no state here: :class:`LedgerGauges` computes them at
+each scrape from a source the copilot sets (its GenericNode cache), so ten
+thousand nodes cost no memory between scrapes and a node that went away is
+gone from the next scrape.
 """
 
 from __future__ import annotations
 
 import bisect
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from . import names
@@ -139,6 +146,85 @@ class TinyHistogram(_Metric):
         return _Buckets(self.buckets)
 
 
+# -- the per-GenericNode gauges, computed at scrape time ----------------------------------
+
+# One row per GenericNode: (name, {(type, resource): value}, {state: count}, overcommitted).
+LedgerRow = tuple[str, dict, dict, bool]
+
+
+def _allocated(rows: list[LedgerRow]) -> Iterator[tuple[tuple, float]]:
+    for node, allocations, _admissions, _over in rows:
+        for (kind, resource), value in allocations.items():
+            yield (node, str(kind), str(resource)), value
+
+
+def _admissions(rows: list[LedgerRow]) -> Iterator[tuple[tuple, float]]:
+    for node, _allocations, admissions, _over in rows:
+        for state in names.ADMISSION_STATES:
+            yield (node, state), admissions.get(state, 0)
+
+
+def _overcommitted(rows: list[LedgerRow]) -> Iterator[tuple[tuple, float]]:
+    for node, _allocations, _admissions, over in rows:
+        yield (node,), 1 if over else 0
+
+
+# name, help, labels, the (label values, value) pairs from the rows
+LEDGER_FAMILIES = (
+    (P + "ledger_allocated", "Allocations recorded in the GenericNode ledger (cpu in cores, memory in bytes).", ("node", "type", "resource"), _allocated),
+    (P + "admissions", "Admissions in the ledger, by state.", ("node", "state"), _admissions),
+    (P + "overcommitted", "1 when Slurm and Kubernetes together hold more than the node shares.", ("node",), _overcommitted),
+)
+
+
+class LedgerGauges:
+    """The per-GenericNode gauges, from ``source()`` (an iterable of :data:`LedgerRow`) at each scrape.
+
+    Nothing is kept between scrapes: the rows come from the copilot's cache,
+    which holds the GenericNodes anyway. Without a source there are no rows.
+    """
+
+    def __init__(self, source: Callable[[], Iterable[LedgerRow]] | None = None):
+        self.source = source
+
+    def rows(self) -> list[LedgerRow]:
+        return sorted(self.source() if self.source is not None else (), key=lambda row: row[0])
+
+
+class _TinyLedger:
+    """:class:`LedgerGauges` in the built-in registry."""
+
+    def __init__(self, gauges: LedgerGauges):
+        self.gauges = gauges
+
+    def expose(self) -> list[str]:
+        rows, lines = self.gauges.rows(), []
+        for name, documentation, labelnames, samples in LEDGER_FAMILIES:
+            lines.extend(("# HELP %s %s" % (name, documentation), "# TYPE %s gauge" % name))
+            lines.extend("%s%s %s" % (name, _labels(labelnames, values), _number(value)) for values, value in samples(rows))
+        return lines
+
+
+class _PrometheusLedger:
+    """:class:`LedgerGauges` as a prometheus_client custom collector."""
+
+    def __init__(self, gauges: LedgerGauges):
+        from prometheus_client.core import GaugeMetricFamily
+
+        self.gauges, self.family = gauges, GaugeMetricFamily
+
+    def describe(self):
+        return [self.family(name, documentation, labels=labelnames) for name, documentation, labelnames, _samples in LEDGER_FAMILIES]
+
+    def collect(self):
+        rows = self.gauges.rows()
+        for name, documentation, labelnames, samples in LEDGER_FAMILIES:
+            family = self.family(name, documentation, labels=labelnames)
+            for values, value in samples(rows):
+                family.add_metric(values, value)
+            yield family
+
+
 def tiny_exposition(registry: list) -> bytes:
     lines = []
     for metric in registry:
@@ -173,34 +259,14 @@ class Metrics:
         self.actions = counter(P + "actions", "Actions carried out (or, in dry-run, planned), by kind.", ["action"], **reg)
         self.conflicts = counter(P + "conflicts", "Ledger writes refused with 409 Conflict and retried.", **reg)
         self.latency = histogram(P + "reconcile_duration_seconds", "Time one reconcile pass took.", buckets=BUCKETS, **reg)
-        self.ledger = gauge(P + "ledger_allocated", "Allocations recorded in the GenericNode ledger "
-                            "(cpu in cores, memory in bytes).", ["node", "type", "resource"], **reg)
-        self.admissions = gauge(P + "admissions", "Admissions in the ledger, by state.", ["node", "state"], **reg)
-        self.overcommitted = gauge(P + "overcommitted", "1 when Slurm and Kubernetes together hold more than "
-                                   "the node shares.", ["node"], **reg)
+        self.ledger = LedgerGauges()  # the copilot sets ledger.source
+        if prometheus is not None:
+            self.registry.register(_PrometheusLedger(self.ledger))
+        else:
+            self.registry.append(_TinyLedger(self.ledger))
         self.ready = gauge(P + "ready", "1 once the first full sync succeeded.", **reg)
         self.last_success = gauge(P + "last_success_timestamp_seconds", "When a pass last ended without error.", **reg)
-        self._nodes: set = set()
         self._server = None
-
-    def set_ledger(self, node: str, allocations: dict, admissions: dict, overcommitted: bool) -> None:
-        """``allocations``: {(type, resource): value}; ``admissions``: {state: count}."""
-        self._nodes.add(node)
-        for (kind, resource), value in allocations.items():
-            self.ledger.labels(node, kind, resource).set(value)
-        for state in names.ADMISSION_STATES:
-            self.admissions.labels(node, state).set(admissions.get(state, 0))
-        self.overcommitted.labels(node).set(1 if overcommitted else 0)
-
-    def forget_nodes(self, keep: set) -> None:
-        for node in sorted(self._nodes - set(keep)):
-            for kind in (names.ALLOCATION_SLURM, names.ALLOCATION_KUBERNETES):
-                for resource in ("cpu", "memory"):
-                    self.ledger.remove(node, kind, resource)
-            for state in names.ADMISSION_STATES:
-                self.admissions.remove(node, state)
-            self.overcommitted.remove(node)
-        self._nodes &= set(keep)
 
     def exposition(self) -> bytes:
         if self.prometheus is not None:

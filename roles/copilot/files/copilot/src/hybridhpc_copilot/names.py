@@ -51,6 +51,15 @@ FIELD_MANAGER = "hybridhpc-copilot"
 GRES_CPU = "k8scpu"  # count-only GRES: CPUs
 GRES_MEMORY = "k8smemory"  # count-only GRES: MB (Slurm's MB are MiB)
 
+# The placeholder strategy's jobs: this prefix, then "<GenericNode>/<admission uid>".
+PLACEHOLDER_JOB_PREFIX = "copilot-placeholder/"
+
+# slurmctld refuses a slurmd registration when a GRES count differs from the one
+# slurmd last registered with while jobs hold that GRES (gres.c, _node_config_validate),
+# and marks the node INVALID_REG + DRAIN with this reason. A count the copilot changed
+# while jobs ran is such a difference; the copilot recovers from it (core.py).
+REGISTRATION_REASON = r"gres/(%s|%s) count changed and jobs are using them \((\d+) != (\d+)\)" % (GRES_CPU, GRES_MEMORY)
+
 # -- where ACK keeps a cluster's slurmrestd token ---------------------------
 JWT_SECRET_NAMESPACE = "ack-slurm-operator"
 JWT_SECRET_NAME = "ack-slurm-jwt-token"

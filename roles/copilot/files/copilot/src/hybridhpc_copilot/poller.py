@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
 from typing import Callable
 
 from .core import SlurmNode
@@ -30,7 +31,12 @@ class SlurmPoller:
         self.nodes: dict[str, SlurmNode] | None = None
         self._lock = threading.Lock()
 
-    def poll(self) -> dict[str, SlurmNode]:
+    def poll(self, notify: bool = True, handled: Collection = ()) -> dict[str, SlurmNode]:
+        """A fresh snapshot of every node.
+
+        Changes go to ``on_change``, except those of ``handled`` nodes, or all of
+        them with ``notify=False``: a caller that acts on what it read itself.
+        """
         try:
             fresh = self.slurm.node_states()
         except Exception:
@@ -40,8 +46,29 @@ class SlurmPoller:
         with self._lock:
             changed = changed_nodes(self.nodes, fresh)
             self.nodes = fresh
-        if changed and self.on_change is not None:
+        changed = {name for name in changed if name not in handled}
+        if changed and notify and self.on_change is not None:
             self.on_change(changed)
+        return fresh
+
+    def poll_nodes(self, names: Collection) -> dict[str, SlurmNode]:
+        """Fresh states of ``names`` only (one read each; a node Slurm does not know is left out).
+
+        They go into the snapshot, so the next :meth:`poll` compares against them;
+        the caller acts on them itself (no ``on_change``).
+        """
+        names = set(names)
+        try:
+            fresh = self.slurm.node_states(sorted(names))
+        except Exception:
+            with self._lock:
+                self.nodes = None
+            raise
+        with self._lock:
+            if self.nodes is not None:
+                nodes = {name: node for name, node in self.nodes.items() if name not in names}
+                nodes.update(fresh)
+                self.nodes = nodes
         return fresh
 
     def run(self, interval: float, stop: threading.Event, on_error: Callable | None = None) -> None:

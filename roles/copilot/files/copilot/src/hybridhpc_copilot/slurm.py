@@ -11,13 +11,18 @@ GRES on reconfigure, and records every change so tests can check the rules
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from . import names
 from .core import SlurmNode
+from .placeholder import PlaceholderJob
 from .units import parse_gres, replace_gres
+
+# The placeholder jobs' script: it only has to keep running; Slurm's accounting does the work.
+PLACEHOLDER_SCRIPT = "#!/bin/sh\n# hybridhpc copilot: holds this node's CPUs and memory for a Kubernetes pod\nexec sleep infinity\n"
 
 
 class SlurmError(Exception):
@@ -47,6 +52,14 @@ class Slurm(Protocol):
 
     def resume_node(self, name: str) -> None: ...
 
+    def placeholder_jobs(self) -> list[PlaceholderJob]:
+        """The copilot's placeholder jobs Slurm still knows (active and recently ended)."""
+
+    def submit_placeholder(self, name: str, node: str, cpus: int, memory_mb: int) -> int:
+        """Submit a placeholder job pinned to ``node``; returns its id."""
+
+    def cancel_job(self, job_id: int) -> None: ...
+
 
 def node_from_rest(entry: dict) -> SlurmNode:
     """A :class:`SlurmNode` from slurmrestd's node JSON (v0.0.40 - v0.0.42)."""
@@ -61,6 +74,31 @@ def node_from_rest(entry: dict) -> SlurmNode:
         alloc_memory_mb=int(_number(entry.get("alloc_memory"))),
         states=tuple(str(s).upper() for s in state),
         reason=str(entry.get("reason") or ""),
+        cpus=int(_number(entry.get("cpus"))),
+        memory_mb=int(_number(entry.get("real_memory"))),
+        slurmd_start_time=float(_number(entry.get("slurmd_start_time"))),
+    )
+
+
+def job_from_rest(entry: dict) -> PlaceholderJob:
+    """A :class:`PlaceholderJob` from slurmrestd's job JSON (v0.0.40 - v0.0.42)."""
+    state = entry.get("job_state") or []
+    if isinstance(state, str):
+        state = [state]
+    nodes = str(entry.get("nodes") or "")
+    if not nodes and isinstance(entry.get("required_nodes"), list):
+        nodes = ",".join(str(n) for n in entry["required_nodes"])
+    memory = _number(entry.get("memory_per_node"))
+    if not memory:
+        memory = _number(entry.get("memory_per_cpu")) * _number(entry.get("cpus"))
+    return PlaceholderJob(
+        job_id=int(_number(entry.get("job_id"))),
+        name=str(entry.get("name") or ""),
+        state=str(state[0]).upper() if state else "",
+        node=nodes,
+        cpus=int(_number(entry.get("cpus"))),
+        memory_mb=int(memory),
+        reason=str(entry.get("state_reason") or ""),
     )
 
 
@@ -87,11 +125,12 @@ class RestSlurm:
     """
 
     def __init__(self, url="http://localhost:6820", tokens=None, user=None, unix_socket=None, timeout=10.0,
-                 client=None, transport=None):
+                 client=None, transport=None, placeholder_job: dict | None = None):
         from ._vendor import slurmrestd as rest
 
         self._rest = rest
         self.tokens = tokens
+        self.placeholder_job = dict(placeholder_job or {})  # extra job_desc fields: partition, account, qos, time_limit
         refresh = tokens.refresh if tokens is not None else None
         self.client = client or rest.SlurmrestdClient(
             url=url, user=user, token_provider=refresh, unix_socket=unix_socket, timeout=timeout, retries=2,
@@ -126,6 +165,31 @@ class RestSlurm:
     def resume_node(self, name: str) -> None:
         self._call(self.client.resume_node, name)
 
+    def placeholder_jobs(self) -> list[PlaceholderJob]:
+        entries = self._call(self.client.jobs)
+        return [job_from_rest(e) for e in entries if str(e.get("name") or "").startswith(names.PLACEHOLDER_JOB_PREFIX)]
+
+    def submit_placeholder(self, name: str, node: str, cpus: int, memory_mb: int) -> int:
+        fields = {
+            "current_working_directory": "/",
+            "standard_output": "/dev/null",
+            "standard_error": "/dev/null",
+            "time_limit": None,  # partition's limit unless placeholder_job says otherwise
+            **self.placeholder_job,
+            "name": name,
+            "required_nodes": [node],
+            "minimum_nodes": 1,
+            "maximum_nodes": 1,
+            "tasks": 1,
+            "cpus_per_task": cpus,
+            "memory_per_node": memory_mb,
+            "comment": "hybridhpc copilot placeholder for a Kubernetes pod",
+        }
+        return self._call(lambda: self.client.submit_job(PLACEHOLDER_SCRIPT, **fields))
+
+    def cancel_job(self, job_id: int) -> None:
+        self._call(self.client.cancel_job, job_id)
+
     def close(self) -> None:
         self.client.close()
 
@@ -136,8 +200,8 @@ class RestSlurm:
 @dataclass
 class FakeNode:
     name: str
-    cpus: int  # configured k8scpu
-    memory_mb: int  # configured k8smemory
+    cpus: int  # configured k8scpu (and the node's CPUs)
+    memory_mb: int  # configured k8smemory (and its RealMemory)
     other_gres: str = ""  # e.g. "gpu:2", kept through every update
     count_cpu: int = -1
     count_mem: int = -1
@@ -145,12 +209,17 @@ class FakeNode:
     states: list = field(default_factory=lambda: ["IDLE"])
     reason: str = ""
     reverted: bool = False  # GRES back at slurm.conf's counts since the last update
+    registered: tuple = ()  # the counts slurmd last registered with (slurmctld's gres_cnt_found)
+    gres_shared: bool = True  # False: a stock node without k8scpu/k8smemory (the placeholder strategy)
+    placeholders: tuple = (0, 0)  # CPUs and MB the running placeholder jobs hold
 
     def __post_init__(self):
         if self.count_cpu < 0:
             self.count_cpu = self.cpus
         if self.count_mem < 0:
             self.count_mem = self.memory_mb
+        if not self.registered:
+            self.registered = (self.count_cpu, self.count_mem)
 
     @property
     def used(self) -> tuple[int, int]:
@@ -158,21 +227,36 @@ class FakeNode:
 
     @property
     def gres(self) -> str:
+        if not self.gres_shared:
+            return self.other_gres
         return replace_gres(self.other_gres, {names.GRES_CPU: self.count_cpu, names.GRES_MEMORY: self.count_mem})
+
+    def fits(self, cpus: int, memory_mb: int) -> bool:
+        """Whether a job of this size can start now (slurmctld's view: GRES counts, or CPUs and memory)."""
+        used = self.used
+        if "DRAIN" in self.states:
+            return False
+        if self.gres_shared:
+            return used[0] + cpus <= self.count_cpu and used[1] + memory_mb <= self.count_mem
+        held = self.placeholders
+        return used[0] + held[0] + cpus <= self.cpus and used[1] + held[1] + memory_mb <= self.memory_mb
 
     def view(self) -> SlurmNode:
         used = self.used
+        held = self.placeholders
         states = list(self.states)
-        base = "MIXED" if self.jobs else "IDLE"
+        base = "MIXED" if self.jobs or any(held) else "IDLE"
         states = [base] + [s for s in states if s not in ("IDLE", "MIXED")]
         return SlurmNode(
             name=self.name,
             gres=self.gres,
-            gres_used="%s:%d,%s:%d" % (names.GRES_CPU, used[0], names.GRES_MEMORY, used[1]),
-            alloc_cpus=used[0],
-            alloc_memory_mb=used[1],
+            gres_used="%s:%d,%s:%d" % (names.GRES_CPU, used[0], names.GRES_MEMORY, used[1]) if self.gres_shared else "",
+            alloc_cpus=used[0] + held[0],
+            alloc_memory_mb=used[1] + held[1],
             states=tuple(states),
             reason=self.reason,
+            cpus=self.cpus,
+            memory_mb=self.memory_mb,
         )
 
 
@@ -189,6 +273,16 @@ class FakeSlurm:
         self.calls: list = []
         self.violations: list[str] = []
         self._ids = itertools.count(1)
+        self.jobs: dict[int, PlaceholderJob] = {}  # the placeholder jobs, by id
+
+    def schedule(self) -> None:
+        """slurmctld's scheduler: start the pending placeholder jobs that fit, oldest first."""
+        for job_id in sorted(self.jobs):
+            job = self.jobs[job_id]
+            node = self.nodes.get(job.node)
+            if job.state == "PENDING" and node is not None and node.fits(job.cpus, job.memory_mb):
+                self.jobs[job_id] = PlaceholderJob(job_id, job.name, "RUNNING", job.node, job.cpus, job.memory_mb)
+                node.placeholders = (node.placeholders[0] + job.cpus, node.placeholders[1] + job.memory_mb)
 
     # -- the interface -----------------------------------------------------------
     def _check(self, operation, node=None):
@@ -198,6 +292,7 @@ class FakeSlurm:
 
     def node_states(self, names: Iterable[str] | None = None) -> dict[str, SlurmNode]:
         self._check("node_states")
+        self.schedule()
         wanted = self.nodes if names is None else [n for n in names if n in self.nodes]
         return {n: self.nodes[n].view() for n in wanted}
 
@@ -218,6 +313,34 @@ class FakeSlurm:
         node.count_cpu, node.count_mem = cpu, mem  # Slurm accepts a count under the usage too
         node.reverted = False
 
+    def placeholder_jobs(self) -> list[PlaceholderJob]:
+        self._check("placeholder_jobs")
+        self.schedule()
+        return list(self.jobs.values())
+
+    def submit_placeholder(self, name: str, node: str, cpus: int, memory_mb: int) -> int:
+        self._check("submit_placeholder", node)
+        self._node(node)
+        if any(j.name == name and j.active for j in self.jobs.values()):
+            self.violations.append("%s: a second active placeholder job %r" % (node, name))
+        job_id = next(self._ids)
+        self.jobs[job_id] = PlaceholderJob(job_id, name, "PENDING", node, cpus, memory_mb)
+        return job_id
+
+    def cancel_job(self, job_id: int) -> None:
+        self._check("cancel_job")
+        self.end_placeholder(job_id, "CANCELLED")
+
+    def end_placeholder(self, job_id: int, state: str) -> None:
+        """A placeholder job ends (scancel, a time limit): its resources go back to Slurm."""
+        job = self.jobs.get(job_id)
+        if job is None or not job.active:
+            return
+        node = self.nodes.get(job.node)
+        if job.state == "RUNNING" and node is not None:
+            node.placeholders = (node.placeholders[0] - job.cpus, node.placeholders[1] - job.memory_mb)
+        self.jobs[job_id] = PlaceholderJob(job_id, job.name, state, job.node, job.cpus, job.memory_mb)
+
     def drain_node(self, name: str, reason: str) -> None:
         self._check("drain_node", name)
         node = self._node(name)
@@ -230,12 +353,15 @@ class FakeSlurm:
     def resume_node(self, name: str) -> None:
         self._check("resume_node", name)
         node = self._node(name)
+        if "INVALID_REG" in node.states:
+            raise SlurmRefused("Invalid node state transition requested for node %s from=INVAL to=RESUME" % name)
         if "DRAIN" not in node.states:
             raise SlurmRefused("Invalid node state transition requested for node %s from=IDLE to=RESUME" % name)
-        if not node.reason.startswith(names.DRAIN_REASON_PREFIX):
-            self.violations.append("%s: resumed a drain the copilot did not set (%r)" % (name, node.reason))
+        if not (node.reason.startswith(names.DRAIN_REASON_PREFIX) or re.search(names.REGISTRATION_REASON, node.reason)):
+            self.violations.append("%s: resumed a drain the copilot did not set or cause (%r)" % (name, node.reason))
         node.states.remove("DRAIN")
         node.reason = ""
+        self.register(name)  # slurmctld asks a resumed node to register again
 
     def _node(self, name) -> FakeNode:
         if name not in self.nodes:
@@ -246,8 +372,7 @@ class FakeSlurm:
     def start_job(self, name: str, cpus: int, memory_mb: int) -> int | None:
         """Start a job if the node's free k8scpu/k8smemory allow it (as slurmctld schedules)."""
         node = self.nodes[name]
-        used = node.used
-        if "DRAIN" in node.states or used[0] + cpus > node.count_cpu or used[1] + memory_mb > node.count_mem:
+        if not node.fits(cpus, memory_mb):
             return None
         job = next(self._ids)
         node.jobs[job] = (cpus, memory_mb, node.reverted)
@@ -257,11 +382,52 @@ class FakeSlurm:
         self.nodes[name].jobs.pop(job, None)
 
     def reconfigure(self, name: str | None = None) -> None:
-        """``scontrol reconfigure`` or a slurmctld restart: GRES back to slurm.conf."""
+        """``scontrol reconfigure`` or a slurmctld restart: GRES back to slurm.conf, every slurmd registers.
+
+        The new slurmctld has no registered counts yet, so every registration
+        passes and records slurm.conf's counts.
+        """
         for node in self.nodes.values() if name is None else [self.nodes[name]]:
             if (node.count_cpu, node.count_mem) != (node.cpus, node.memory_mb):
                 node.count_cpu, node.count_mem = node.cpus, node.memory_mb
                 node.reverted = True
+            node.registered = (node.cpus, node.memory_mb)
+            if "INVALID_REG" in node.states:
+                node.states.remove("INVALID_REG")
+
+    def register(self, name: str) -> bool:
+        """slurmd registers (restart, ``systemctl reload slurmd``, slurmctld's periodic request).
+
+        As slurmctld does (gres.c, _node_config_validate): slurmd reports
+        slurm.conf's count, cut to the node's current count; when that differs
+        from the count last registered and jobs hold the GRES, the node goes
+        INVALID_REG + DRAIN (the reason names the first such GRES; an older
+        drain reason stays), else the new count is recorded. Returns whether
+        the registration passed.
+        """
+        node = self.nodes[name]
+        if not node.gres_shared:
+            return True
+        used = node.used
+        registered = list(node.registered)
+        problem = ""
+        for i, (gres, count) in enumerate(((names.GRES_CPU, node.count_cpu), (names.GRES_MEMORY, node.count_mem))):
+            if registered[i] != count:
+                if used[i]:
+                    problem = problem or "gres/%s count changed and jobs are using them (%d != %d)" % (
+                        gres, registered[i], count)
+                else:
+                    registered[i] = count
+        node.registered = tuple(registered)
+        if problem:
+            for state in ("DRAIN", "INVALID_REG"):
+                if state not in node.states:
+                    node.states.append(state)
+            node.reason = node.reason or problem
+            return False
+        if "INVALID_REG" in node.states:
+            node.states.remove("INVALID_REG")
+        return True
 
     def admin_drain(self, name: str, reason: str) -> None:
         node = self.nodes[name]
@@ -271,6 +437,7 @@ class FakeSlurm:
 
     def admin_resume(self, name: str) -> None:
         node = self.nodes[name]
-        if "DRAIN" in node.states:
+        if "DRAIN" in node.states and "INVALID_REG" not in node.states:
             node.states.remove("DRAIN")
-        node.reason = ""
+            node.reason = ""
+            self.register(name)

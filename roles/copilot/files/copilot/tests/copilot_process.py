@@ -1,0 +1,1025 @@
+"""The copilot daemon as a real process, between a Kubernetes API server double and a fake slurmrestd.
+
+For fault tests and benchmarks that need the shipped entry point
+(``python -m hybridhpc_copilot --config FILE``) talking HTTP, not the loop
+classes called in-process. Three parts, each a context manager, and
+:class:`CopilotHarness` that starts all three::
+
+    from copilot_process import CopilotHarness
+
+    with CopilotHarness(tmp_path, nodes={"c1": (4, 8000)}) as harness:
+        harness.share("k8s-c1", "c1", pods=["p1"])        # GenericNode + Node + pods
+        harness.copilot.start()                           # waits for the "ready" log line
+        harness.kube.add_admission("k8s-c1", "a1", "p1", cpu="2", memory="2Gi")
+        harness.kube.wait_for_admission("k8s-c1", "a1", "Granted")
+        harness.slurm.counts("c1")                        # (2, 5952): k8scpu, k8smemory
+        harness.copilot.kill()                            # SIGKILL; start() again resumes
+        harness.slurm.restart()                           # same port, Slurm's state kept
+
+* :class:`KubeDouble`: ``tests/k8s_double`` with the GenericNode CRD, in this
+  process (``in_process=True``, the default: fault injection, held requests
+  and paused watches need it) or as a ``python -m k8s_double`` process.
+  Helpers speak HTTP to it, so they work the same in both modes.
+* :class:`FakeSlurmrestdProcess`: ``fake_slurmrestd.py`` in a process of its
+  own (run through this module's ``slurmrestd`` command), extended with what
+  fault tests need: Slurm's state kept in a file across restarts (slurmctld
+  keeps it when slurmrestd restarts), requests held before or after Slurm
+  applies them, a clock skew for the token check, and an audit of every
+  request with its token's expiry and the answer.
+* :class:`CopilotProcess`: writes the config file (token from a JWT key,
+  short poll and watch intervals, no metrics endpoint unless asked) and runs
+  the daemon; its JSON log lines go to a file per start, read back with
+  :meth:`CopilotProcess.logs`.
+
+Everything listens on 127.0.0.1 and every wait has a timeout. The copilot's
+``_vendor`` modules must exist (``tools/vendor.sh``; the tests' conftest runs
+it). ``HYBRIDHPC_COPILOT_SRC`` runs the daemon from another source tree (for
+example a deliberately broken copy, to see a test fail).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import itertools
+import json
+import os
+import pathlib
+import re
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import Callable
+
+import httpx
+
+HERE = pathlib.Path(__file__).resolve().parent
+PACKAGE = HERE.parent
+COLLECTION = PACKAGE.parents[3]
+CRD_FILE = PACKAGE / "crd" / "genericnodes.kai.alibabacloud.com.yaml"
+
+GROUP, VERSION, PLURAL = "kai.alibabacloud.com", "v1alpha1", "genericnodes"
+GENERICNODES_PATH = "/apis/%s/%s/%s" % (GROUP, VERSION, PLURAL)
+LABEL_CLUSTER_NAME = "kai.alibabacloud.com/cluster-name"
+DEFAULT_CLUSTER = "onprem"
+START_TIMEOUT = 20.0
+
+
+def copilot_src() -> pathlib.Path:
+    return pathlib.Path(os.environ.get("HYBRIDHPC_COPILOT_SRC") or PACKAGE / "src")
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (for the metrics endpoint)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until(predicate: Callable, timeout: float, interval: float = 0.02, what: str = "condition"):
+    """Poll ``predicate`` until it returns something truthy (returned); AssertionError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError("timed out after %gs waiting for %s" % (timeout, what))
+        time.sleep(interval)
+
+
+def _first_line(process: subprocess.Popen, what: str, timeout: float) -> str:
+    """The first stdout line of a process that announces where it listens."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        if not selector.select(timeout):
+            process.kill()
+            raise RuntimeError("%s did not start within %gs" % (what, timeout))
+    line = process.stdout.readline().strip()
+    if not line:
+        process.wait(5)
+        raise RuntimeError("%s exited with %s before listening" % (what, process.returncode))
+    return line
+
+
+def _stop(process: subprocess.Popen | None, timeout: float = 10.0, sig: int = signal.SIGTERM) -> None:
+    """Send ``sig`` (SIGKILL after ``timeout``), reap the process and close our end of its stdout."""
+    if process is None:
+        return
+    if process.poll() is None:
+        process.send_signal(sig)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout)
+    if process.stdout is not None:
+        process.stdout.close()
+
+
+# -- Kubernetes ---------------------------------------------------------------------------------
+
+
+class KubeRequestError(Exception):
+    def __init__(self, status: int, body: str):
+        super().__init__("HTTP %d: %s" % (status, body[:500]))
+        self.status = status
+
+
+class KubeHold:
+    """A request held at the in-process API server until :meth:`release`.
+
+    ``arrived`` is set once a matching request is waiting. ``release(apply=True)``
+    lets it through; ``apply=False`` answers it with 503 instead, so the write
+    never lands (what a writer killed before its request arrived leaves behind).
+    """
+
+    def __init__(self, method: str, path: str, when: Callable | None, timeout: float):
+        self.method, self.path, self.when, self.timeout = method, re.compile(path), when, timeout
+        self.arrived = threading.Event()
+        self._released = threading.Event()
+        self._apply = True
+        self.used = False
+
+    def matches(self, method: str, path: str) -> bool:
+        return not self.used and method == self.method and self.path.search(path) is not None and (self.when is None or self.when())
+
+    def claim(self) -> bool:
+        if self.used:
+            return False
+        self.used = True
+        return True
+
+    def run(self, _method: str, _path: str):
+        """In the request's handler thread: wait for :meth:`release`; the status to answer instead, if any."""
+        self.arrived.set()
+        self._released.wait(self.timeout)
+        return None if self._apply else 503
+
+    def wait_arrived(self, timeout: float = 10.0) -> None:
+        if not self.arrived.wait(timeout):
+            raise AssertionError("no %s %s arrived within %gs" % (self.method, self.path.pattern, timeout))
+
+    def release(self, apply: bool = True) -> None:
+        self._apply = apply
+        self._released.set()
+
+
+class _Intercept:
+    def __init__(self, method: str, path: str, callback: Callable, count: int):
+        self.method, self.path, self.callback, self.count = method, re.compile(path), callback, count
+
+    def matches(self, method: str, path: str) -> bool:
+        return self.count > 0 and method == self.method and self.path.search(path) is not None
+
+    def claim(self) -> bool:
+        if self.count <= 0:
+            return False
+        self.count -= 1
+        return True
+
+    def run(self, method: str, path: str):
+        return self.callback(method, path)
+
+
+def _intercepting_server_class():
+    from k8s_double import ApiServer, Fault
+
+    class InterceptingApiServer(ApiServer):
+        """The double, plus hooks that run before a matching request is served (in its handler thread)."""
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.hooks: list = []
+
+        def _fault_for(self, method, path):
+            with self._lock:
+                hooks = list(self.hooks)
+            chosen = []
+            for hook in hooks:
+                if hook.matches(method, path):  # may run the test's code, which may call this server: not under _lock
+                    with self._lock:
+                        if hook.claim():
+                            chosen.append(hook)
+            for hook in chosen:
+                status = hook.run(method, path)
+                if status:
+                    return Fault(status, method, count=0, reason="ServiceUnavailable")
+            return super()._fault_for(method, path)
+
+    return InterceptingApiServer
+
+
+class KubeDouble:
+    """The API server double with the GenericNode CRD, and a scheduler's helpers over HTTP.
+
+    ``in_process=True`` serves it from a thread of this process (``server`` is
+    the ``k8s_double.ApiServer``: :meth:`inject`, :meth:`hold`,
+    :meth:`intercept`, :meth:`paused_watches` and :meth:`update_in_process`
+    need it); ``False`` runs ``python -m k8s_double`` (lighter on this
+    process's GIL for benchmarks). ``window``: watch events kept per kind
+    (older resourceVersions get 410 Gone).
+    """
+
+    def __init__(self, workdir: pathlib.Path, in_process: bool = True, window: int = 1000, token: str = "harness-token", bookmark_interval: float = 1.0):
+        self.workdir = pathlib.Path(workdir)
+        self.in_process, self.window, self.token, self.bookmark_interval = in_process, window, token, bookmark_interval
+        self.kubeconfig = str(self.workdir / "kubeconfig")
+        self.server = None
+        self.process: subprocess.Popen | None = None
+        self.url = ""
+        self._http: httpx.Client | None = None
+
+    # -- life cycle ------------------------------------------------------------------------
+    def start(self) -> KubeDouble:
+        if self.in_process:
+            import yaml
+
+            self.server = _intercepting_server_class()(token=self.token, window=self.window, bookmark_interval=self.bookmark_interval)
+            self.server.load([yaml.safe_load(CRD_FILE.read_text())])
+            self.server.start()
+            self.url = self.server.url
+            pathlib.Path(self.kubeconfig).write_text(self.server.kubeconfig())
+        else:
+            env = dict(os.environ, PYTHONPATH=str(COLLECTION / "tests"))
+            with open(self.workdir / "k8s_double.log", "wb") as log:
+                self.process = subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "k8s_double",
+                        "--port",
+                        "0",
+                        "--token",
+                        self.token,
+                        "--window",
+                        str(self.window),
+                        "--kubeconfig-out",
+                        self.kubeconfig,
+                        "--load",
+                        str(CRD_FILE),
+                    ],
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    text=True,
+                    env=env,
+                )
+            self.url = _first_line(self.process, "k8s_double", START_TIMEOUT).rsplit(" ", 1)[-1]
+        self._http = httpx.Client(base_url=self.url, headers={"Authorization": "Bearer " + self.token}, timeout=10)
+        return self
+
+    def stop(self) -> None:
+        if self._http is not None:
+            self._http.close()
+            self._http = None
+        if self.server is not None:
+            for hook in list(self.server.hooks):
+                if isinstance(hook, KubeHold):
+                    hook.release(apply=False)
+            self.server.stop()
+            self.server = None
+        _stop(self.process)
+        self.process = None
+
+    def __enter__(self) -> KubeDouble:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- plain API calls -------------------------------------------------------------------
+    def request(self, method: str, path: str, body=None, content_type: str = "application/json"):
+        data = None if body is None else json.dumps(body)
+        response = self._http.request(method, path, content=data, headers={"Content-Type": content_type})
+        if response.status_code >= 400:
+            raise KubeRequestError(response.status_code, response.text)
+        return response.json()
+
+    def create(self, obj: dict) -> dict:
+        kind, meta = obj["kind"], obj.setdefault("metadata", {})
+        if kind == "GenericNode":
+            path = GENERICNODES_PATH
+        elif kind == "Pod":
+            path = "/api/v1/namespaces/%s/pods" % meta.setdefault("namespace", "default")
+        else:
+            path = "/api/v1/%ss" % kind.lower()
+        return self.request("POST", path, obj)
+
+    def generic_node(self, name: str) -> dict:
+        return self.request("GET", "%s/%s" % (GENERICNODES_PATH, name))
+
+    def update_generic_node(self, name: str, change: Callable, attempts: int = 20) -> dict:
+        """GET, ``change(obj)`` in place, PUT with its resourceVersion; again on 409, like any careful writer."""
+        for _ in range(attempts):
+            obj = self.generic_node(name)
+            change(obj)
+            try:
+                return self.request("PUT", "%s/%s" % (GENERICNODES_PATH, name), obj)
+            except KubeRequestError as err:
+                if err.status != 409:
+                    raise
+        raise AssertionError("GenericNode %s kept changing under %d updates" % (name, attempts))
+
+    # -- the scheduler's side ----------------------------------------------------------------
+    def add_shared_node(self, name: str, alias: str, cluster: str = DEFAULT_CLUSTER) -> None:
+        """A GenericNode sharing Slurm node ``alias``, and its Kubernetes Node."""
+        self.create(
+            {
+                "apiVersion": "%s/%s" % (GROUP, VERSION),
+                "kind": "GenericNode",
+                "metadata": {"name": name, "labels": {LABEL_CLUSTER_NAME: cluster}},
+                "spec": {"type": "Slurm", "alias": alias, "admissions": []},
+            }
+        )
+        self.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": {}})
+
+    def create_pod(self, name: str, namespace: str = "default") -> dict:
+        return self.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+            }
+        )
+
+    def delete_pod(self, name: str, namespace: str = "default") -> None:
+        self.request("DELETE", "/api/v1/namespaces/%s/pods/%s" % (namespace, name))
+
+    def add_admission(self, node: str, uid: str, pod: str, cpu="1", memory="1Gi", namespace: str = "default") -> dict:
+        entry = {"uid": uid, "pod": {"namespace": namespace, "name": pod}, "request": {"cpu": cpu, "memory": memory}}
+        return self.update_generic_node(node, lambda obj: obj["spec"].setdefault("admissions", []).append(entry))
+
+    def remove_admission(self, node: str, uid: str) -> dict:
+        def drop(obj):
+            obj["spec"]["admissions"] = [a for a in obj["spec"].get("admissions") or [] if a.get("uid") != uid]
+
+        return self.update_generic_node(node, drop)
+
+    def ledger(self, node: str) -> dict:
+        """``status.admissions`` of a GenericNode (uid -> entry)."""
+        return dict((self.generic_node(node).get("status") or {}).get("admissions") or {})
+
+    def wait_for_admission(self, node: str, uid: str, states, timeout: float = 15.0) -> dict:
+        """The ledger entry once its state is ``states`` (a name or several); AssertionError with the ledger after ``timeout``."""
+        wanted = (states,) if isinstance(states, str) else tuple(states)
+        deadline = time.monotonic() + timeout
+        while True:
+            ledger = self.ledger(node)
+            entry = ledger.get(uid)
+            if entry is not None and entry.get("state") in wanted:
+                return entry
+            if time.monotonic() >= deadline:
+                raise AssertionError("admission %s on %s not %s within %gs; ledger: %s" % (uid, node, "/".join(wanted), timeout, json.dumps(ledger)))
+            time.sleep(0.02)
+
+    # -- in-process only -------------------------------------------------------------------
+    def _in_process(self):
+        if self.server is None:
+            raise RuntimeError("this needs the in-process API server double (KubeDouble(in_process=True))")
+        return self.server
+
+    def inject(self, fault):
+        """Answer ``fault.status`` to the next ``fault.count`` matching requests (a ``k8s_double.Fault``)."""
+        return self._in_process().inject(fault)
+
+    def hold(self, method: str, path: str, when: Callable | None = None, timeout: float = 30.0) -> KubeHold:
+        """Hold the next ``method`` request whose path matches the regex ``path`` (and, if given, while ``when()``)."""
+        server = self._in_process()
+        hold = KubeHold(method, path, when, timeout)
+        with server._lock:
+            server.hooks.append(hold)
+        return hold
+
+    def intercept(self, method: str, path: str, callback: Callable, count: int = 1) -> None:
+        """Run ``callback(method, path)`` just before each of the next ``count`` matching requests is served.
+
+        The request is served after the callback, so a write the callback makes
+        lands between the copilot's read and its write. A callback returning an
+        HTTP status answers the request with it instead.
+        """
+        server = self._in_process()
+        with server._lock:
+            server.hooks.append(_Intercept(method, path, callback, count))
+
+    @contextlib.contextmanager
+    def paused_watches(self):
+        """Hold the double's state lock: watches see nothing until the block ends, then all of it at once."""
+        with self._in_process().state.lock:
+            yield
+
+    def update_in_process(self, name: str, change: Callable) -> dict:
+        """Change a GenericNode straight in the double's state (usable inside :meth:`paused_watches` and hooks)."""
+        state = self._in_process().state
+        rtype = state.types[(GROUP, PLURAL)]
+        with state.lock:
+            obj = copy.deepcopy(state.get(rtype, None, name))
+            change(obj)
+            return state.update(rtype, None, name, obj)
+
+    def peek_generic_node(self, name: str) -> dict:
+        """A GenericNode read straight from the double's state (cheap; for hooks and samplers). Do not change it."""
+        state = self._in_process().state
+        with state.lock:
+            return state.get(state.types[(GROUP, PLURAL)], None, name)
+
+    def peek_ledger(self, name: str) -> dict:
+        return dict((self.peek_generic_node(name).get("status") or {}).get("admissions") or {})
+
+
+# -- Slurm --------------------------------------------------------------------------------------
+
+
+class FakeSlurmrestdProcess:
+    """``fake_slurmrestd.py`` as a process, killable and restartable on the same port.
+
+    ``nodes``: Slurm node -> (k8scpu, k8smemory) configured counts. With
+    ``jwt_key`` tokens are checked (HS256, ``exp``). Slurm's state (GRES
+    counts, jobs, drains) lives in ``state_file``: :meth:`restart` keeps it
+    (a slurmrestd restart), ``restart(keep_state=False)`` starts from
+    slurm.conf's counts again (a slurmctld restart that reverted the GRES).
+    """
+
+    def __init__(self, workdir: pathlib.Path, nodes: dict, jwt_key: pathlib.Path | None = None, port: int = 0):
+        self.workdir = pathlib.Path(workdir)
+        self.nodes, self.jwt_key, self.port = dict(nodes), jwt_key, port
+        self.state_file = self.workdir / "slurm-state.json"
+        self.audit_file = self.workdir / "slurm-audit.jsonl"
+        self.process: subprocess.Popen | None = None
+        self.starts = 0
+        self._http = httpx.Client(timeout=10)
+
+    @property
+    def url(self) -> str:
+        return "http://127.0.0.1:%d" % self.port
+
+    def start(self) -> FakeSlurmrestdProcess:
+        self.starts += 1
+        args = [
+            sys.executable,
+            str(pathlib.Path(__file__).resolve()),
+            "slurmrestd",
+            "--port",
+            str(self.port),
+            "--state-file",
+            str(self.state_file),
+            "--audit-file",
+            str(self.audit_file),
+        ]
+        for name, (cpus, memory) in self.nodes.items():
+            args += ["--node", "%s:%d:%d" % (name, cpus, memory)]
+        if self.jwt_key is not None:
+            args += ["--jwt-key", str(self.jwt_key)]
+        # Always the package's own FakeSlurm: HYBRIDHPC_COPILOT_SRC changes the daemon under test, not the reference.
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(PACKAGE / "src"), str(HERE)]))
+        with open(self.workdir / ("slurmrestd-%d.log" % self.starts), "wb") as log:
+            self.process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, env=env, text=True)
+        url = _first_line(self.process, "fake slurmrestd", START_TIMEOUT).rsplit(" ", 1)[-1]
+        self.port = int(url.rsplit(":", 1)[1])
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: slurmrestd dies; Slurm's state stays in the state file."""
+        _stop(self.process, sig=signal.SIGKILL)
+
+    def stop(self) -> None:
+        _stop(self.process)
+
+    def restart(self, keep_state: bool = True) -> None:
+        self.kill()
+        if not keep_state:
+            self.state_file.unlink(missing_ok=True)
+        self.start()
+
+    def close(self) -> None:
+        self.stop()
+        self._http.close()
+
+    def __enter__(self) -> FakeSlurmrestdProcess:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- looking at Slurm ------------------------------------------------------------------
+    def _fake(self, method: str, what: str, body=None):
+        response = self._http.request(method, self.url + "/fake/" + what, json=body)
+        response.raise_for_status()
+        return response.json()
+
+    def state(self) -> dict:
+        """Every node: ``gres``, ``k8scpu``/``k8smemory`` counts, ``configured``, ``used`` ([cpus, mb]), ``jobs``, ``states``; and ``violations``."""
+        return self._fake("GET", "state")
+
+    def node(self, name: str) -> dict:
+        return self.state()["nodes"][name]
+
+    def counts(self, name: str) -> tuple[int, int]:
+        """The node's current k8scpu and k8smemory counts."""
+        node = self.node(name)
+        return node["k8scpu"], node["k8smemory"]
+
+    # -- what happens in Slurm without the copilot ------------------------------------------
+    def start_job(self, node: str, cpus: int, memory_mb: int) -> int | None:
+        response = self._http.post(self.url + "/fake/job", json={"node": node, "cpus": cpus, "memory": memory_mb})
+        return response.json().get("job_id") if response.status_code == 200 else None
+
+    def end_job(self, node: str, job: int) -> None:
+        self._fake("POST", "end_job", {"node": node, "job": job})
+
+    def reconfigure(self) -> None:
+        self._fake("POST", "reconfigure", {})
+
+    # -- faults ----------------------------------------------------------------------------
+    def hold(self, method: str, path: str, phase: str = "before", count: int = 1) -> None:
+        """Hold the next ``count`` Slurm API requests matching (``path`` a regex) until :meth:`release`.
+
+        ``phase="before"``: before Slurm applies them; ``"after"``: applied,
+        the answer not yet sent.
+        """
+        self._fake("POST", "hold", {"method": method, "path": path, "phase": phase, "count": count})
+
+    def held(self) -> list:
+        return self._fake("GET", "held")["held"]
+
+    def wait_held(self, count: int = 1, timeout: float = 10.0) -> list:
+        def enough():
+            held = self.held()
+            return held if len(held) >= count else None
+
+        return wait_until(enough, timeout, what="%d held slurmrestd request(s)" % count)
+
+    def release(self, apply: bool = True) -> None:
+        """Let held requests go (and drop unused holds). ``apply=False``: close them unanswered, and a
+        request held before Slurm applied it never is."""
+        self._fake("POST", "release", {"apply": apply})
+
+    def set_clock_skew(self, seconds: float) -> None:
+        """Check token expiry against a clock ``seconds`` ahead (tokens expire that much sooner)."""
+        self._fake("POST", "clock", {"skew": seconds})
+
+    def audit(self) -> list:
+        """Every Slurm API request since the first start, restarts included: ``method``, ``path``,
+        ``status`` (None: dropped unanswered), ``exp`` (the token's), ``now`` (the token check's clock),
+        ``token`` (its last characters), ``t`` (when it arrived)."""
+        if not self.audit_file.exists():
+            return []
+        return [json.loads(line) for line in self.audit_file.read_text().splitlines() if line.endswith("}")]
+
+
+# -- the copilot ---------------------------------------------------------------------------------
+
+
+class CopilotProcess:
+    """The daemon: ``python -m hybridhpc_copilot --config FILE``.
+
+    ``settings`` go into the config file over the harness defaults (nested
+    mappings merged one level deep). Each :meth:`start` logs to its own file
+    (``copilot-N.log``).
+    """
+
+    def __init__(
+        self,
+        workdir: pathlib.Path,
+        kubeconfig: str,
+        slurm_url: str,
+        jwt_key: pathlib.Path,
+        nodes: dict,
+        cluster: str = DEFAULT_CLUSTER,
+        settings: dict | None = None,
+    ):
+        self.workdir = pathlib.Path(workdir)
+        self.config_file = self.workdir / "copilot.yaml"
+        config = {
+            "cluster_name": cluster,
+            "kubeconfig": kubeconfig,
+            "slurmrestd": {"url": slurm_url, "user": "slurm", "timeout": 5},
+            "token": {"source": "key", "jwt_key_file": str(jwt_key), "lifespan": 300},
+            "nodes": {name: {"k8scpu": cpus, "k8smemory": memory} for name, (cpus, memory) in nodes.items()},
+            "resync_interval": 30,
+            "slurm_poll_interval": 0.2,
+            "watch_timeout": 30,
+            "reservation_timeout": 60,
+            "metrics": {"address": "127.0.0.1", "port": 0},
+            "log_level": "info",
+        }
+        for key, value in (settings or {}).items():
+            config[key] = dict(config[key], **value) if isinstance(value, dict) and isinstance(config.get(key), dict) else value
+        self.config = config
+        self.config_file.write_text(json.dumps(config, indent=2))
+        self.process: subprocess.Popen | None = None
+        self.starts = 0
+
+    @property
+    def log_file(self) -> pathlib.Path:
+        return self.workdir / ("copilot-%d.log" % self.starts)
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self, wait_ready: bool = True, timeout: float = START_TIMEOUT) -> CopilotProcess:
+        if self.running:
+            raise RuntimeError("the copilot is already running")
+        self.starts += 1
+        env = dict(os.environ, PYTHONPATH=str(copilot_src()), HYBRIDHPC_COPILOT_CONFIG="")
+        env.pop("NOTIFY_SOCKET", None)
+        with open(self.log_file, "wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "hybridhpc_copilot", "--config", str(self.config_file)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                env=env,
+            )
+        if wait_ready:
+            self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
+        """Until this start logged "ready" (its first full sync is done)."""
+        with open(self.log_file, "rb") as log:
+            pending = b""
+
+            def ready():
+                nonlocal pending
+                if self.process.poll() is not None:
+                    raise AssertionError("the copilot exited with %s:\n%s" % (self.process.returncode, self.log_file.read_text()))
+                pending += log.read()
+                *lines, pending = pending.split(b"\n")
+                return any(b'"ready"' in line and json.loads(line).get("msg") == "ready" for line in lines)
+
+            wait_until(ready, timeout, 0.05, "the copilot's first sync")
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, no last write (a crash, an OOM kill, a power cut)."""
+        _stop(self.process, sig=signal.SIGKILL)
+
+    def terminate(self, timeout: float = 10.0) -> int:
+        """SIGTERM and wait: the daemon's orderly stop; returns its exit code."""
+        if self.running:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout)
+                raise AssertionError("the copilot did not stop within %gs of SIGTERM" % timeout) from None
+        return self.process.returncode if self.process is not None else 0
+
+    def metrics(self) -> str:
+        """The /metrics text (configure a port first: ``settings={"metrics": {"port": free_port()}}``)."""
+        port = self.config["metrics"]["port"]
+        if not port:
+            raise RuntimeError("the copilot serves no metrics: metrics.port is 0")
+        return httpx.get("http://127.0.0.1:%d/metrics" % port, timeout=5).text
+
+    def once(self, dry_run: bool = True, timeout: float = 30.0) -> dict:
+        """``--once [--dry-run]`` with the same config: one full sync; its JSON summary (``actions``, ``errors``, ...)
+        and ``returncode``. With ``dry_run`` the actions are what a copilot starting now would do."""
+        env = dict(os.environ, PYTHONPATH=str(copilot_src()), HYBRIDHPC_COPILOT_CONFIG="")
+        args = [sys.executable, "-m", "hybridhpc_copilot", "--config", str(self.config_file), "--once"]
+        done = subprocess.run(args + (["--dry-run"] if dry_run else []), capture_output=True, text=True, env=env, timeout=timeout, stdin=subprocess.DEVNULL)
+        try:
+            summary = json.loads(done.stdout)
+        except ValueError:
+            raise AssertionError("copilot --once printed no summary (exit %d):\n%s" % (done.returncode, done.stderr)) from None
+        return dict(summary, returncode=done.returncode)
+
+    def logs(self, start: int | None = None) -> list[dict]:
+        """The JSON log lines of one start (1, 2, ...), or of every start."""
+        entries = []
+        for number in [start] if start else range(1, self.starts + 1):
+            path = self.workdir / ("copilot-%d.log" % number)
+            if not path.exists():
+                continue
+            for line in path.read_text(errors="replace").splitlines():
+                try:
+                    entries.append(json.loads(line))
+                except ValueError:
+                    entries.append({"msg": line, "level": "raw"})
+        return entries
+
+    def __enter__(self) -> CopilotProcess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.kill()
+
+
+# -- all three -----------------------------------------------------------------------------------
+
+
+class CopilotHarness:
+    """The API server double, a fake slurmrestd process and a copilot process (not started) in ``workdir``.
+
+    ``nodes``: Slurm node -> (k8scpu, k8smemory), both in Slurm and in the
+    copilot's config. ``copilot_settings`` go over the config defaults (see
+    :class:`CopilotProcess`). Leaving the ``with`` block stops everything.
+    """
+
+    def __init__(
+        self,
+        workdir,
+        nodes: dict | None = None,
+        kube_in_process: bool = True,
+        kube_window: int = 1000,
+        cluster: str = DEFAULT_CLUSTER,
+        copilot_settings: dict | None = None,
+    ):
+        self.workdir = pathlib.Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.nodes = dict(nodes or {"c1": (4, 8000)})
+        self.cluster = cluster
+        self.jwt_key = self.workdir / "jwt_hs256.key"
+        self.jwt_key.write_bytes(os.urandom(32))
+        self.kube = KubeDouble(self.workdir, kube_in_process, kube_window)
+        self.slurm = FakeSlurmrestdProcess(self.workdir, self.nodes, self.jwt_key)
+        self._copilot_settings = copilot_settings
+        self.copilot: CopilotProcess | None = None
+
+    def __enter__(self) -> CopilotHarness:
+        try:
+            self.kube.start()
+            self.slurm.start()
+            self.copilot = CopilotProcess(self.workdir, self.kube.kubeconfig, self.slurm.url, self.jwt_key, self.nodes, self.cluster, self._copilot_settings)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.copilot is not None:
+            self.copilot.kill()
+        with contextlib.suppress(Exception):
+            self.slurm.release(apply=False)  # held handler threads would outlive the test otherwise
+        self.slurm.close()
+        self.kube.stop()
+
+    def share(self, generic_node: str, slurm_node: str, pods=()) -> None:
+        """A GenericNode (in this harness's cluster) sharing ``slurm_node``, its Node, and pods in ``default``."""
+        self.kube.add_shared_node(generic_node, slurm_node, self.cluster)
+        for pod in pods:
+            self.kube.create_pod(pod)
+
+
+# -- the slurmrestd process: fake_slurmrestd.py with state, holds, clock skew and an audit -----------
+
+
+class _Held:
+    def __init__(self, method: str, path: str, phase: str):
+        self.method, self.path, self.phase = method, path, phase
+        self.released = threading.Event()
+        self.apply = True
+
+
+class _Controls:
+    """What this module's slurmrestd adds to fake_slurmrestd's server (shared by its handler threads)."""
+
+    HOLD_LIMIT = 60.0  # a held request nobody releases goes on after this, so no thread waits forever
+
+    def __init__(self, server, state_file: pathlib.Path | None, audit_file: pathlib.Path | None):
+        self.server, self.state_file = server, state_file
+        self.lock = threading.Lock()
+        self.rules: list = []  # [method, compiled path, phase, count]
+        self.held: list[_Held] = []
+        self.skew = 0.0
+        self._audit = open(audit_file, "a", encoding="utf-8") if audit_file else None  # open for the process's life
+
+    def record(self, entry: dict) -> None:
+        if self._audit is not None:
+            with self.lock:
+                self._audit.write(json.dumps(entry) + "\n")
+                self._audit.flush()
+
+    def now(self) -> float:
+        return time.time() + self.skew
+
+    def check_token(self, headers):
+        """fake_slurmrestd's rule (no token 401, bad or expired 511), on this server's clock."""
+        if self.server.jwt_key is None:
+            return None
+        token = headers.get("X-SLURM-USER-TOKEN")
+        if not token:
+            return 401
+        from hybridhpc_copilot._vendor import jwt
+
+        try:
+            jwt.decode_hs256_token(token, self.server.jwt_key, now=self.now())
+        except ValueError:
+            return 511
+        return None
+
+    def take_hold(self, method: str, path: str) -> _Held | None:
+        with self.lock:
+            for rule in self.rules:
+                if rule[0] == method and rule[1].search(path) and rule[3] > 0:
+                    rule[3] -= 1
+                    held = _Held(method, path, rule[2])
+                    self.held.append(held)
+                    return held
+        return None
+
+    def wait(self, held: _Held) -> bool:
+        held.released.wait(self.HOLD_LIMIT)
+        with self.lock:
+            if held in self.held:
+                self.held.remove(held)
+        return held.apply
+
+    def release(self, apply: bool) -> None:
+        with self.lock:
+            self.rules.clear()
+            for held in self.held:
+                held.apply = apply
+                held.released.set()
+
+    # -- Slurm's state on disk ---------------------------------------------------------------
+    # Every FakeNode field but slurm.conf's (name, configured counts, other GRES) is Slurm's state.
+    _CONFIGURED = ("name", "cpus", "memory_mb", "other_gres")
+
+    def save(self) -> None:
+        if self.state_file is None:
+            return
+        slurm = self.server.slurm
+        nodes = {}
+        for name, node in slurm.nodes.items():
+            saved = {f.name: getattr(node, f.name) for f in dataclasses.fields(node) if f.name not in self._CONFIGURED}
+            saved["jobs"] = [[job, *spec] for job, spec in node.jobs.items()]
+            nodes[name] = saved
+        next_job = max([job for node in slurm.nodes.values() for job in node.jobs] + [0]) + 1
+        temporary = self.state_file.with_suffix(".tmp")
+        temporary.write_text(json.dumps({"next_job": next_job, "nodes": nodes}))
+        os.replace(temporary, self.state_file)
+
+    def load(self) -> None:
+        if self.state_file is None or not self.state_file.exists():
+            return
+        data = json.loads(self.state_file.read_text())
+        slurm = self.server.slurm
+        for name, saved in data["nodes"].items():
+            node = slurm.nodes.get(name)
+            if node is None:
+                continue
+            for key, value in saved.items():
+                if key == "jobs":
+                    value = {job: tuple(spec) for job, *spec in value}
+                elif isinstance(getattr(node, key, None), tuple):
+                    value = tuple(value)
+                setattr(node, key, value)
+        slurm._ids = itertools.count(data["next_job"])
+
+    def state(self) -> dict:
+        slurm = self.server.slurm
+        nodes = {}
+        for name, node in slurm.nodes.items():
+            nodes[name] = {
+                "gres": node.gres,
+                "k8scpu": node.count_cpu,
+                "k8smemory": node.count_mem,
+                "configured": [node.cpus, node.memory_mb],
+                "used": list(node.used),
+                "jobs": {str(job): list(spec) for job, spec in node.jobs.items()},
+                "states": list(node.states),
+                "reason": node.reason,
+            }
+        return {"nodes": nodes, "violations": list(slurm.violations)}
+
+
+def _extended_handler(base, controls: _Controls):
+    class Handler(base):
+        _status = None
+        _captured = None  # a list while the answer of an applied request is held back
+
+        def send_response(self, code, message=None):
+            self._status = code
+            super().send_response(code, message)
+
+        def _send(self, code, body):
+            if self._captured is not None:
+                self._captured.append((code, body))
+                return
+            super()._send(code, body)
+
+        def _route(self, method):
+            if not self.path.startswith("/slurm/"):
+                return super()._route(method)
+            token = self.headers.get("X-SLURM-USER-TOKEN") or ""
+            record = {
+                "t": time.time(),
+                "method": method,
+                "path": self.path,
+                "now": controls.now(),
+                "exp": _token_exp(token),
+                "token": token[-12:],
+                "status": None,
+            }
+            held = controls.take_hold(method, self.path)
+            if held is not None and held.phase == "before" and not controls.wait(held):
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.close_connection = True
+                controls.record(record)
+                return None
+            if held is not None and held.phase == "after":
+                self._captured = []
+            super()._route(method)
+            if method == "POST":
+                with controls.server.lock:
+                    controls.save()
+            if held is not None and held.phase == "after":
+                captured, self._captured = self._captured, None
+                if controls.wait(held):
+                    for code, body in captured:
+                        super()._send(code, body)
+                else:
+                    self.close_connection = True
+            record["status"] = self._status
+            controls.record(record)
+            return None
+
+        def _fake(self, parts, body):
+            if parts == ["state"]:
+                with controls.server.lock:
+                    return self._send(200, controls.state())
+            if parts == ["held"]:
+                with controls.lock:
+                    held = [{"method": h.method, "path": h.path, "phase": h.phase} for h in controls.held]
+                return self._send(200, {"held": held})
+            if parts == ["hold"]:
+                with controls.lock:
+                    controls.rules.append([body["method"], re.compile(body["path"]), body.get("phase", "before"), int(body.get("count", 1))])
+                return self._send(200, {})
+            if parts == ["release"]:
+                controls.release(bool(body.get("apply", True)))
+                return self._send(200, {})
+            if parts == ["clock"]:
+                controls.skew = float(body.get("skew", 0))
+                return self._send(200, {"skew": controls.skew})
+            if parts == ["end_job"]:
+                with controls.server.lock:
+                    controls.server.slurm.end_job(body["node"], int(body["job"]))
+                    controls.save()
+                return self._send(200, {})
+            result = super()._fake(parts, body)
+            if parts in (["job"], ["reconfigure"]):
+                with controls.server.lock:
+                    controls.save()
+            return result
+
+    return Handler
+
+
+def _token_exp(token: str):
+    import base64
+
+    try:
+        claims = token.split(".")[1]
+        return json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4))).get("exp")
+    except (IndexError, ValueError):
+        return None
+
+
+def serve_slurmrestd(argv=None) -> int:
+    """``python copilot_process.py slurmrestd --port P --node c1:4:8000 [--jwt-key F] [--state-file F]``."""
+    import argparse
+    import collections
+
+    from fake_slurmrestd import FakeSlurmrestd
+
+    from hybridhpc_copilot.slurm import FakeNode, FakeSlurm
+
+    parser = argparse.ArgumentParser(prog="copilot_process.py slurmrestd")
+    parser.add_argument("--address", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--node", action="append", default=[], help="NAME:K8SCPU:K8SMEMORY (repeatable)")
+    parser.add_argument("--jwt-key")
+    parser.add_argument("--state-file", help="keep Slurm's state here across restarts")
+    parser.add_argument("--audit-file", help="append every Slurm API request here (JSON lines)")
+    args = parser.parse_args(argv)
+    nodes = []
+    for spec in args.node or ["c1:4:8000"]:
+        name, cpus, memory = spec.split(":")
+        nodes.append(FakeNode(name, int(cpus), int(memory)))
+    key = pathlib.Path(args.jwt_key).read_bytes() if args.jwt_key else None
+    server = FakeSlurmrestd(FakeSlurm(nodes), args.address, args.port, key)
+    server.requests = collections.deque(maxlen=1000)  # fake_slurmrestd keeps every request; a long run must not
+    controls = _Controls(server, pathlib.Path(args.state_file) if args.state_file else None, pathlib.Path(args.audit_file) if args.audit_file else None)
+    controls.load()
+    server.check_token = controls.check_token
+    server.httpd.RequestHandlerClass = _extended_handler(server.httpd.RequestHandlerClass, controls)
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.httpd.shutdown).start())
+    print("fake slurmrestd listening on %s" % server.url, flush=True)
+    server.httpd.serve_forever(0.05)
+    server.httpd.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["slurmrestd"]:
+        sys.exit(serve_slurmrestd(sys.argv[2:]))
+    sys.exit("usage: copilot_process.py slurmrestd --port P --node NAME:K8SCPU:K8SMEMORY [--jwt-key F] [--state-file F]")

@@ -1,0 +1,145 @@
+"""Event passes look only at what changed since the last pass; full passes at everything."""
+
+from __future__ import annotations
+
+from copilot_builders import CLUSTER, admission, generic_node
+
+from hybridhpc_copilot import core, names
+from hybridhpc_copilot.kube import GENERICNODES, PODS, FakeKube
+from hybridhpc_copilot.loop import Copilot
+from hybridhpc_copilot.slurm import FakeNode, FakeSlurm, SlurmUnavailable
+
+NODES = ("c0", "c1", "c2")
+
+
+def make_world(fault=None):
+    kube = FakeKube()
+    slurm = FakeSlurm([FakeNode(name, 4, 8000) for name in NODES], fault=fault)
+    for name in NODES:
+        kube.create(GENERICNODES, generic_node("k8s-" + name, name, finalizers=()))
+    for pod in ("p1", "p2"):
+        kube.create(PODS, {"metadata": {"name": pod, "namespace": "default"}, "status": {"phase": "Running"}})
+    copilot = Copilot(kube, slurm, core.Settings(configured={n: core.Capacity(4, 8000) for n in NODES}), CLUSTER)
+    assert copilot.sync(full=True).ok  # finalizers and ledgers everywhere
+    copilot.pump()
+    return kube, slurm, copilot
+
+
+def admit(kube, node, entry):
+    obj = kube.objects[GENERICNODES][node]
+    kube.update(GENERICNODES, dict(obj, spec=dict(obj["spec"], admissions=[*obj["spec"]["admissions"], entry])))
+
+
+def state(kube, node, uid):
+    return kube.objects[GENERICNODES][node]["status"][names.STATUS_ADMISSIONS][uid]["state"]
+
+
+def looked_at(copilot) -> list:
+    """The GenericNodes each round hands to the decisions."""
+    seen, observe = [], copilot.observe
+
+    def recording(*args, **kwargs):
+        observed = observe(*args, **kwargs)
+        seen.append(sorted(observed.generic_nodes))
+        return observed
+
+    copilot.observe = recording
+    return seen
+
+
+def test_an_event_pass_decides_only_for_the_generic_node_that_changed():
+    kube, slurm, copilot = make_world()
+    admit(kube, "k8s-c1", admission("a1", cpu="1", memory="1Gi"))
+    copilot.pump()
+    seen = looked_at(copilot)
+    result = copilot.sync()
+    assert result.ok and {a.node for a in result.actions} == {"k8s-c1"}
+    assert seen and all(names_ == ["k8s-c1"] for names_ in seen)
+    assert copilot.sync(full=True).ok and seen[-1] == ["k8s-c0", "k8s-c1", "k8s-c2"]
+    assert state(kube, "k8s-c1", "a1") == names.GRANTED and slurm.nodes["c1"].gres == "k8scpu:3,k8smemory:6976"
+    copilot.pump()  # only the echoes of its own writes
+    assert copilot.changes.take() == (False, set(), set())
+
+
+def test_a_slurm_change_the_poller_saw_brings_its_generic_node_in():
+    kube, slurm, copilot = make_world()
+    slurm.nodes["c2"].count_cpu = 1  # someone set the count by hand
+    assert copilot.sync().rounds == 0  # nothing noted yet: nothing to look at
+    copilot.poller.poll()
+    result = copilot.sync()
+    assert [(a.kind, a.node) for a in result.actions] == [("SetGres", "k8s-c2")]
+    assert slurm.nodes["c2"].gres == "k8scpu:4,k8smemory:8000"
+
+
+def test_pod_events_wake_only_the_generic_nodes_that_read_the_pod():
+    kube, slurm, copilot = make_world()
+    admit(kube, "k8s-c0", admission("a1", pod="p1", cpu="2", memory="1Gi"))
+    copilot.pump()
+    assert copilot.sync().ok and state(kube, "k8s-c0", "a1") == names.GRANTED
+    copilot.pump()
+    kube.delete(PODS, "p2", "default")  # no admission names p2
+    copilot.pump()
+    assert copilot.changes.take() == (False, set(), set())
+    kube.delete(PODS, "p1", "default")
+    copilot.pump()
+    result = copilot.sync()
+    assert {a.node for a in result.actions} == {"k8s-c0"} and "ReleaseAdmission" in [a.kind for a in result.actions]
+    assert state(kube, "k8s-c0", "a1") == names.RELEASED and slurm.nodes["c0"].gres == "k8scpu:4,k8smemory:8000"
+
+
+def test_a_slurm_node_no_generic_node_shares_any_more_gets_its_configured_counts_back():
+    kube, slurm, copilot = make_world()
+    admit(kube, "k8s-c0", admission("a1", cpu="2", memory="1Gi"))
+    copilot.pump()
+    assert copilot.sync().ok and slurm.nodes["c0"].gres == "k8scpu:2,k8smemory:6976"
+    obj = kube.objects[GENERICNODES]["k8s-c0"]
+    kube.update(GENERICNODES, dict(obj, spec=dict(obj["spec"], type="Kubernetes")))  # no longer a shared Slurm node
+    copilot.pump()
+    result = copilot.sync()
+    assert [(a.kind, a.slurm_node) for a in result.actions] == [("SetGres", "c0")]
+    assert slurm.nodes["c0"].gres == "k8scpu:4,k8smemory:8000"
+
+
+def test_generic_nodes_sharing_one_slurm_node_are_decided_together():
+    kube, slurm, copilot = make_world()
+    kube.create(GENERICNODES, generic_node("k8s-a-c1", "c1", finalizers=()))  # sorts first: it owns c1 now
+    copilot.pump()
+    copilot.sync()
+    admit(kube, "k8s-c1", admission("a1"))
+    copilot.pump()
+    assert copilot.sync().ok
+    ledger = kube.objects[GENERICNODES]["k8s-c1"]["status"][names.STATUS_ADMISSIONS]
+    assert ledger["a1"]["state"] == names.DENIED and "shared through GenericNode k8s-a-c1" in ledger["a1"]["reason"]
+
+
+def test_a_reservation_is_looked_at_again_by_passes_that_bring_nothing_new():
+    down = {"set_node_gres": True}
+
+    def fault(operation, _node):
+        if down.get(operation):
+            raise SlurmUnavailable("slurmctld not answering")
+
+    kube, slurm, copilot = make_world(fault)
+    admit(kube, "k8s-c1", admission("a1"))
+    copilot.pump()
+    assert not copilot.sync().ok and state(kube, "k8s-c1", "a1") == names.RESERVED
+    copilot.pump()
+    copilot.changes.take()  # what the failed pass noted for a retry: gone, the reservation alone remains
+    down["set_node_gres"] = False
+    assert copilot.sync().ok and state(kube, "k8s-c1", "a1") == names.GRANTED
+
+
+def test_among_many_nodes_an_event_pass_reads_only_its_own_from_slurm():
+    kube, slurm = FakeKube(window=2000), FakeSlurm([FakeNode("n%03d" % i, 4, 8000) for i in range(200)])
+    for i in range(200):
+        kube.create(GENERICNODES, generic_node("k8s-n%03d" % i, "n%03d" % i, finalizers=()))
+    kube.create(PODS, {"metadata": {"name": "p1", "namespace": "default"}, "status": {"phase": "Running"}})
+    copilot = Copilot(kube, slurm, core.Settings(), CLUSTER)
+    assert copilot.sync(full=True).ok
+    copilot.pump()
+    reads, node_states = [], slurm.node_states
+    slurm.node_states = lambda names_=None: reads.append(names_) or node_states(names_)
+    admit(kube, "k8s-n007", admission("a1"))
+    copilot.pump()
+    assert copilot.sync().ok and state(kube, "k8s-n007", "a1") == names.GRANTED
+    assert reads and all(names_ == ["n007"] for names_ in reads), reads
