@@ -43,7 +43,7 @@ def load(script):
             "NO_VAL64": NO_VAL64,
             "INFINITE": 0xFFFFFFFF,
             "INFINITE16": 0xFFFF,
-            "log_user": lambda text: messages.append(text),
+            "log_user": messages.append,
         }
     )
     runtime.globals().slurm = slurm
@@ -71,14 +71,14 @@ TWO = [{"PartitionName": "shared", "Nodes": "c1", "Default": True}, {"PartitionN
 
 
 def test_a_job_consumes_the_gres_from_its_cpus_and_memory():
-    runtime, _ = load(render([{"PartitionName": "main", "Nodes": "ALL", "Default": True}], []))
+    runtime = load(render([{"PartitionName": "main", "Nodes": "ALL", "Default": True}], []))[0]
     assert submit(runtime, cpus_per_task=3, min_mem_per_node=1000) == (0, "gres/k8scpu:3,gres/k8smemory:1000")
     assert submit(runtime, num_tasks=2, min_mem_per_cpu=100) == (0, "gres/k8scpu:2,gres/k8smemory:200")
     assert submit(runtime, tres_per_node="gres/gpu:1") == (0, "gres/gpu:1,gres/k8scpu:1,gres/k8smemory:512")
 
 
 def test_a_job_without_a_partition_is_judged_by_the_default_partition():
-    runtime, _ = load(render(TWO, ["shared"]))
+    runtime = load(render(TWO, ["shared"]))[0]
     assert submit(runtime, cpus_per_task=3, min_mem_per_node=1000)[1] == "gres/k8scpu:3,gres/k8smemory:1000"
     assert submit(runtime, partition="shared", min_mem_per_node=10)[1] == "gres/k8scpu:1,gres/k8smemory:10"
     assert submit(runtime, partition="plain", min_mem_per_node=10) == (0, None)
