@@ -14,7 +14,7 @@ from fake_slurmrestd import FakeSlurmrestd
 from hybridhpc_copilot import config, core, names, tokens, units
 from hybridhpc_copilot._vendor import jwt
 from hybridhpc_copilot.kube import GENERICNODES, NODES, PODS, Conflict, FakeKube, TemporaryError, label_selector_matches
-from hybridhpc_copilot.loop import Copilot, Executor, Informer
+from hybridhpc_copilot.loop import Copilot, Executor, Informer, compact
 from hybridhpc_copilot.metrics import Metrics
 from hybridhpc_copilot.poller import SlurmPoller, changed_nodes
 from hybridhpc_copilot.slurm import FakeNode, FakeSlurm, RestSlurm, SlurmRefused, SlurmUnavailable, node_from_rest
@@ -277,6 +277,39 @@ def test_the_ledger_gauges_are_read_from_the_cache_at_each_scrape(use_prometheus
     assert 'node="k8s-c2"' not in text
 
 
+def test_compacted_objects_are_equal_share_their_small_parts_and_leave_the_original_alone():
+    def parsed():  # as each parse makes them: equal, and nothing shared
+        return json.loads(json.dumps(generic_node(status={
+            "allocatedResources": [{"type": "Slurm", "allocated": {"cpu": "0", "memory": "0"}}],
+            "flags": [True, 1, 1.0, None, "1"], "admissions": {}})))
+
+    first, second = parsed(), parsed()
+    before = json.dumps(first)
+    a, b = compact(first), compact(second)
+    assert a == first == b and json.dumps(first) == before  # the same JSON, the input untouched
+    assert [type(v) for v in a["status"]["flags"]] == [bool, int, float, type(None), str]  # true is not 1, 1 not 1.0
+    assert a["metadata"]["labels"] is b["metadata"]["labels"] and a["status"]["allocatedResources"] is b["status"]["allocatedResources"]
+    assert a["metadata"] is not b["metadata"]  # it holds the object's own resourceVersion: not shared
+    assert a["kind"] is b["kind"] and a["metadata"]["resourceVersion"] is first["metadata"]["resourceVersion"]  # not interned
+    assert compact(a) is a  # already compact: kept as it is
+    status = {"admissions": {}, "slurm": {"node": "c1"}}
+    assert compact({"status": status})["status"] is compact(status)
+
+
+def test_the_poller_remembers_fingerprints_not_snapshots():
+    slurm = FakeSlurm([FakeNode("c1", 4, 8000), FakeNode("c2", 4, 8000)])
+    poller = SlurmPoller(slurm)
+    fresh = poller.poll()
+    assert poller.nodes == {name: hash(node) for name, node in fresh.items()}
+    slurm.nodes["c2"].count_cpu = 3
+    assert poller.poll_nodes(["c2"])["c2"].counts == (3, 8000)
+    assert poller.nodes["c2"] == hash(slurm.node_states(["c2"])["c2"])
+    seen = []
+    poller.on_change = seen.append
+    poller.poll()
+    assert seen == []  # poll_nodes noted c2's change already
+
+
 def test_a_failing_api_server_makes_the_pass_report_not_crash():
     kube = FakeKube(fault=lambda op, kind, name: (_ for _ in ()).throw(TemporaryError("503", 503)))
     result = Copilot(kube, FakeSlurm(), core.Settings(), CLUSTER).sync(full=True)
@@ -329,6 +362,25 @@ def test_metrics_expose_the_same_names_with_or_without_prometheus_client(use_pro
     text = metrics.exposition().decode()
     assert 'node="k8s-c1"' not in text
     assert parse_exposition(text)[("hybridhpc_copilot_overcommitted", (("node", "k8s-c2"),))] == 0.0
+
+
+@pytest.mark.parametrize("use_prometheus_client", [True, False])
+def test_metrics_are_served_in_batches_and_a_failing_source_answers_500(use_prometheus_client):
+    metrics = Metrics(use_prometheus_client)
+    metrics.ledger.source = lambda: [("k8s-c%05d" % i, {("Slurm", "cpu"): i}, {"Granted": 1}, False) for i in range(3000)]
+    server = metrics.serve("127.0.0.1", 0)
+    try:
+        url = "http://127.0.0.1:%d/metrics" % server.server_address[1]
+        answer = httpx.get(url)
+        assert answer.status_code == 200 and answer.text.encode() == metrics.exposition()
+        samples = parse_exposition(answer.text)
+        assert len([k for k in samples if k[0] == "hybridhpc_copilot_admissions"]) == 3000 * len(names.ADMISSION_STATES)
+        assert samples[("hybridhpc_copilot_ledger_allocated", (("node", "k8s-c02999"), ("resource", "cpu"), ("type", "Slurm")))] == 2999
+        assert answer.text.count("# TYPE hybridhpc_copilot_ledger_allocated gauge") == 1  # one group per family
+        metrics.ledger.source = lambda: (_ for _ in ()).throw(RuntimeError("cache gone"))
+        assert httpx.get(url).status_code == 500
+    finally:
+        metrics.close()
 
 
 def test_sd_notify_is_a_no_op_outside_systemd_and_speaks_to_abstract_sockets():

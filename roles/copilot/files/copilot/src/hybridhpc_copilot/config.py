@@ -41,7 +41,7 @@ class TokenConfig:
     secret_key: str | None = None  # default: the cluster name
 
 
-@dataclass
+@dataclass(slots=True)  # one per shared node: ten thousand of them
 class NodeConfig:
     k8scpu: int | None = None
     k8smemory: int | None = None

@@ -19,8 +19,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -67,8 +70,6 @@ class Informer:
         self._changed()
 
     def apply(self, event: str, obj: dict) -> None:
-        if self.keep is not None and event != "BOOKMARK":
-            obj = self.keep(obj)
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         changed = False
         with self._lock:
@@ -76,10 +77,12 @@ class Informer:
                 key = object_key(obj)
                 current = self.store.get(key)
                 if _rv_newer(obj, current):
-                    # The echo of our own write (put() stored it already) changes nothing:
-                    # waking the loop for it would run a pass that finds nothing to do.
+                    # The echo of our own write (put() stored it already) changes nothing: waking the
+                    # loop for it would run a pass that finds nothing to do, and the cached object is
+                    # that very version (kept, not replaced by a copy).
                     changed = current is None or not rv or rv != (current.get("metadata") or {}).get("resourceVersion")
-                    self.store[key] = obj
+                    if changed:
+                        self.store[key] = obj if self.keep is None else self.keep(obj)
             elif event == "DELETED":
                 changed = self.store.pop(object_key(obj), None) is not None
             if rv:
@@ -87,14 +90,15 @@ class Informer:
         if changed:
             self._changed(object_key(obj))
 
-    def put(self, obj: dict) -> None:
-        """An object we wrote or read ourselves (newer than, or as new as, what the watch said)."""
+    def put(self, obj: dict) -> dict:
+        """An object we wrote or read ourselves (newer than, or as new as, what the watch said); returns it as kept."""
         if self.keep is not None:
             obj = self.keep(obj)
         with self._lock:
             key = object_key(obj)
             if _rv_newer(obj, self.store.get(key)):
                 self.store[key] = obj
+        return obj
 
     def forget(self, key: str) -> None:
         with self._lock:
@@ -212,7 +216,12 @@ class Executor:
         if isinstance(action, core.WriteStatus):
             body = self._object(action.node, latest, action.resource_version)
             body["status"] = action.status
-            self._wrote(self.kube.replace_status(body), latest)
+            result = self.kube.replace_status(body)
+            if isinstance(result, dict) and result.get("status") == action.status:
+                # The server kept the status as sent: the cache shares the action's (which the pass
+                # holds until it ends) instead of a copy of it; a first start writes every ledger.
+                result = dict(result, status=action.status)
+            self._wrote(result, latest)
         elif isinstance(action, (core.AddFinalizer, core.RemoveFinalizer)):
             body = self._object(action.node, latest, action.resource_version)
             finalizers = [f for f in body["metadata"].get("finalizers") or [] if f != names.FINALIZER]
@@ -261,11 +270,11 @@ class Executor:
 
     def _wrote(self, result: dict, latest: dict) -> None:
         name = (result.get("metadata") or {}).get("name")
-        latest[name] = result
         if (result.get("metadata") or {}).get("deletionTimestamp") and not result["metadata"].get("finalizers"):
+            latest[name] = result
             self.informer.forget(name)
         else:
-            self.informer.put(result)
+            latest[name] = self.informer.put(result)  # the cached form: one copy for both
 
     def _reread(self, name: str, outcome: Outcome) -> None:
         try:
@@ -282,6 +291,71 @@ class Executor:
 # -- passes ---------------------------------------------------------------------------------
 
 
+# Values no two objects share: interning them would only grow the interpreter's table of interned strings.
+_UNIQUE = frozenset(("uid", "resourceVersion", "creationTimestamp"))
+_SCALARS = (str, int, float, bool, type(None))
+_SHARED_ITEMS = 8  # dicts and lists up to this size are shared between the objects that hold equal ones
+_SHARED_LIMIT = 4096  # shared containers remembered, the least recently met forgotten first
+_shared: OrderedDict = OrderedDict()
+_shared_lock = threading.Lock()
+
+
+def compact(value):
+    """``value`` (JSON-like) as the caches hold it: strings interned, equal small dicts and lists shared.
+
+    Ten thousand GenericNodes repeat the same keys, labels, types, states,
+    reasons and GRES strings, and the same small parts (the labels, an
+    ``allocated`` of zero, an empty ledger, an unchanged condition); each
+    parse (a list chunk, a watch event, a write's answer) makes its own copies.
+    Compacted, the cache holds one of each. Safe because cached objects are
+    never changed in place (the copilot copies what it changes). A container
+    whose parts were all compact already is kept as it is, so a status the
+    copilot wrote is shared with the action that wrote it, not copied.
+    """
+    if type(value) is str:
+        return sys.intern(value)
+    if type(value) is dict:
+        items = [(sys.intern(k) if type(k) is str else k, v if k in _UNIQUE else compact(v)) for k, v in value.items()]
+        if not all(k is old_k and v is old_v for (k, v), (old_k, old_v) in zip(items, value.items(), strict=True)):
+            value = dict(items)
+    elif type(value) is list:
+        items = [(None, compact(v)) for v in value]
+        if not all(v is old for (_k, v), old in zip(items, value, strict=True)):
+            value = [v for _k, v in items]
+    else:
+        return value
+    if len(items) > _SHARED_ITEMS or any(k in _UNIQUE for k, _v in items):
+        return value
+    # Parts are compact already: a shared part is known by its identity (the table keeps it alive).
+    key = (type(value), tuple((k, type(v), v if type(v) in _SCALARS else id(v)) for k, v in items))
+    with _shared_lock:
+        shared = _shared.get(key)
+        if shared is not None:
+            _shared.move_to_end(key)
+            return shared
+        _shared[key] = value
+        if len(_shared) > _SHARED_LIMIT:
+            _shared.popitem(last=False)
+    return value
+
+
+def _compact_status(action):
+    return dataclasses.replace(action, status=compact(action.status)) if isinstance(action, core.WriteStatus) else action
+
+
+def generic_node_fields(obj: dict) -> dict:
+    """A GenericNode as cached: all of it but ``metadata.managedFields``, compacted.
+
+    The writes build their bodies from the cache: a PUT without managedFields
+    keeps the server's (only an explicit value replaces them), and the rest of
+    the object goes back as read.
+    """
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        obj = dict(obj, metadata={k: v for k, v in meta.items() if k != "managedFields"})
+    return compact(obj)
+
+
 def pod_fields(obj: dict) -> dict:
     """What pod_view reads of a pod: a cluster holds many large pods, of which the copilot reads five fields."""
     meta, status = obj.get("metadata") or {}, obj.get("status") or {}
@@ -289,7 +363,7 @@ def pod_fields(obj: dict) -> dict:
                          if key in meta}}
     if isinstance(status, dict) and "phase" in status:
         kept["status"] = {"phase": status["phase"]}
-    return kept
+    return compact(kept)
 
 
 def node_fields(obj: dict) -> dict:
@@ -298,7 +372,7 @@ def node_fields(obj: dict) -> dict:
     kept = {"metadata": {key: meta[key] for key in ("name", "resourceVersion", "annotations") if key in meta}}
     if isinstance(spec, dict) and "unschedulable" in spec:
         kept["spec"] = {"unschedulable": spec["unschedulable"]}
-    return kept
+    return compact(kept)
 
 
 def pod_view(obj: dict) -> core.Pod:
@@ -411,9 +485,9 @@ class Copilot:
         self.wake = on_change
         self.changes = Changes()
         self._alias_of: dict[str, str] = {}  # GenericNode of type Slurm -> the Slurm node it shares
-        self._sharers: dict[str, set] = {}  # Slurm node -> the GenericNodes sharing it
+        self._sharers: dict[str, tuple] = {}  # Slurm node -> the GenericNodes sharing it (mostly one: a tuple, not a set)
         self._reserving: set = set()  # GenericNodes with Reserved admissions: every pass looks at them
-        self.generic_nodes = Informer(kube, GENERICNODES, selector, self._changed)
+        self.generic_nodes = Informer(kube, GENERICNODES, selector, self._changed, generic_node_fields)
         self.pods = Informer(kube, PODS, None, self._changed, pod_fields)
         self.nodes = Informer(kube, NODES, None, self._changed, node_fields)
         self.informers = (self.generic_nodes, self.pods, self.nodes)
@@ -507,9 +581,14 @@ class Copilot:
                 if scope is not None and slurm_jobs:
                     slurm_jobs = self._jobs_in_scope(slurm_jobs, scope)
                 # Nothing keeps the observed snapshot while the actions run: each write replaces
-                # its GenericNode in the cache, and the object it replaced can go at once.
+                # its GenericNode in the cache, and the object it replaced can go at once. The
+                # statuses to write are compacted as the cache holds them: a written one is then
+                # shared by the action and the cache (a first start writes every ledger).
                 actions = core.reconcile(self.observe(slurm_nodes, slurm_jobs, scope))
+                for index in range(len(actions)):  # in place: each decided status goes once compacted
+                    actions[index] = _compact_status(actions[index])
                 outcome = self.executor.run(actions)
+                del actions  # what was applied is in the outcome; the next round's decisions need room
                 result.actions.extend(outcome.applied)
                 result.errors.extend(outcome.errors)
                 result.conflicts += outcome.conflicts
@@ -545,12 +624,14 @@ class Copilot:
             return None
         if before is not None:
             del self._alias_of[name]
-            self._sharers[before].discard(name)
-            if not self._sharers[before]:
+            others = tuple(n for n in self._sharers[before] if n != name)
+            if others:
+                self._sharers[before] = others
+            else:
                 del self._sharers[before]
         if alias is not None:
             self._alias_of[name] = alias
-            self._sharers.setdefault(alias, set()).add(name)
+            self._sharers[alias] = self._sharers.get(alias, ()) + (name,)
         return before
 
     def _index_all(self) -> None:
@@ -567,11 +648,11 @@ class Copilot:
                 left.add(before)
         touched = set(changed_slurm_nodes) | left
         for slurm_node in touched:
-            generic_nodes |= self._sharers.get(slurm_node, set())
+            generic_nodes.update(self._sharers.get(slurm_node, ()))
         # The first GenericNode by name owns a Slurm node several share: decide for all of them together.
         for name in list(generic_nodes):
             if name in self._alias_of:
-                generic_nodes |= self._sharers[self._alias_of[name]]
+                generic_nodes.update(self._sharers[self._alias_of[name]])
         slurm_nodes = {self._alias_of[name] for name in generic_nodes if name in self._alias_of}
         slurm_nodes |= {slurm_node for slurm_node in touched if slurm_node not in self._sharers}
         return Scope(generic_nodes, slurm_nodes)

@@ -152,19 +152,19 @@ class TinyHistogram(_Metric):
 LedgerRow = tuple[str, dict, dict, bool]
 
 
-def _allocated(rows: list[LedgerRow]) -> Iterator[tuple[tuple, float]]:
+def _allocated(rows: list) -> Iterator[tuple[tuple, float]]:
     for node, allocations, _admissions, _over in rows:
-        for (kind, resource), value in allocations.items():
-            yield (node, str(kind), str(resource)), value
+        for kind, resource, value in allocations:
+            yield (node, kind, resource), value
 
 
-def _admissions(rows: list[LedgerRow]) -> Iterator[tuple[tuple, float]]:
+def _admissions(rows: list) -> Iterator[tuple[tuple, float]]:
     for node, _allocations, admissions, _over in rows:
-        for state in names.ADMISSION_STATES:
-            yield (node, state), admissions.get(state, 0)
+        for state, count in zip(names.ADMISSION_STATES, admissions, strict=True):
+            yield (node, state), count
 
 
-def _overcommitted(rows: list[LedgerRow]) -> Iterator[tuple[tuple, float]]:
+def _overcommitted(rows: list) -> Iterator[tuple[tuple, float]]:
     for node, _allocations, _admissions, over in rows:
         yield (node,), 1 if over else 0
 
@@ -182,47 +182,38 @@ class LedgerGauges:
 
     Nothing is kept between scrapes: the rows come from the copilot's cache,
     which holds the GenericNodes anyway. Without a source there are no rows.
+    They are written as text in batches (the same text with or without
+    prometheus_client): a scrape of ten thousand nodes (90,000 lines) never
+    holds all its lines, nor a sample object for each of them.
     """
 
     def __init__(self, source: Callable[[], Iterable[LedgerRow]] | None = None):
         self.source = source
 
-    def rows(self) -> list[LedgerRow]:
-        return sorted(self.source() if self.source is not None else (), key=lambda row: row[0])
+    def rows(self) -> list:
+        """The rows, in node order, as small tuples (the source's dicts go as each row is read)."""
+        rows = [
+            (
+                str(node),
+                tuple((str(k), str(r), float(v)) for (k, r), v in allocations.items()),
+                tuple(float(admissions.get(state, 0)) for state in names.ADMISSION_STATES),
+                bool(over),
+            )
+            for node, allocations, admissions, over in (self.source() if self.source is not None else ())
+        ]
+        rows.sort(key=lambda row: row[0])
+        return rows
 
-
-class _TinyLedger:
-    """:class:`LedgerGauges` in the built-in registry."""
-
-    def __init__(self, gauges: LedgerGauges):
-        self.gauges = gauges
-
-    def expose(self) -> list[str]:
-        rows, lines = self.gauges.rows(), []
+    @staticmethod
+    def write(rows: list, write: Callable[[bytes], object], batch: int = 2000) -> None:
         for name, documentation, labelnames, samples in LEDGER_FAMILIES:
-            lines.extend(("# HELP %s %s" % (name, documentation), "# TYPE %s gauge" % name))
-            lines.extend("%s%s %s" % (name, _labels(labelnames, values), _number(value)) for values, value in samples(rows))
-        return lines
-
-
-class _PrometheusLedger:
-    """:class:`LedgerGauges` as a prometheus_client custom collector."""
-
-    def __init__(self, gauges: LedgerGauges):
-        from prometheus_client.core import GaugeMetricFamily
-
-        self.gauges, self.family = gauges, GaugeMetricFamily
-
-    def describe(self):
-        return [self.family(name, documentation, labels=labelnames) for name, documentation, labelnames, _samples in LEDGER_FAMILIES]
-
-    def collect(self):
-        rows = self.gauges.rows()
-        for name, documentation, labelnames, samples in LEDGER_FAMILIES:
-            family = self.family(name, documentation, labels=labelnames)
+            lines = ["# HELP %s %s" % (name, documentation), "# TYPE %s gauge" % name]
             for values, value in samples(rows):
-                family.add_metric(values, value)
-            yield family
+                lines.append("%s%s %s" % (name, _labels(labelnames, values), _number(value)))
+                if len(lines) >= batch:
+                    write(("\n".join(lines) + "\n").encode("utf-8"))
+                    lines = []
+            write(("\n".join(lines) + "\n").encode("utf-8") if lines else b"")
 
 
 def tiny_exposition(registry: list) -> bytes:
@@ -259,19 +250,25 @@ class Metrics:
         self.actions = counter(P + "actions", "Actions carried out (or, in dry-run, planned), by kind.", ["action"], **reg)
         self.conflicts = counter(P + "conflicts", "Ledger writes refused with 409 Conflict and retried.", **reg)
         self.latency = histogram(P + "reconcile_duration_seconds", "Time one reconcile pass took.", buckets=BUCKETS, **reg)
-        self.ledger = LedgerGauges()  # the copilot sets ledger.source
-        if prometheus is not None:
-            self.registry.register(_PrometheusLedger(self.ledger))
-        else:
-            self.registry.append(_TinyLedger(self.ledger))
+        self.ledger = LedgerGauges()  # the copilot sets ledger.source; written after the registry's metrics
         self.ready = gauge(P + "ready", "1 once the first full sync succeeded.", **reg)
         self.last_success = gauge(P + "last_success_timestamp_seconds", "When a pass last ended without error.", **reg)
         self._server = None
 
     def exposition(self) -> bytes:
-        if self.prometheus is not None:
-            return self.prometheus.generate_latest(self.registry)
-        return tiny_exposition(self.registry)
+        chunks: list[bytes] = []
+        self.write_exposition(self.prepare(), chunks.append)
+        return b"".join(chunks)
+
+    def prepare(self) -> tuple[bytes, list]:
+        """What a scrape writes: the registry's metrics (text) and the ledger rows (errors surface here)."""
+        head = self.prometheus.generate_latest(self.registry) if self.prometheus is not None else tiny_exposition(self.registry)
+        return head, self.ledger.rows()
+
+    def write_exposition(self, prepared: tuple[bytes, list], write: Callable[[bytes], object]) -> None:
+        head, rows = prepared
+        write(head)
+        self.ledger.write(rows, write)
 
     def serve(self, address: str, port: int):
         """Serve ``/metrics`` in a thread; returns the server (``server_address`` has the port)."""
@@ -282,12 +279,17 @@ class Metrics:
                 if self.path.split("?")[0] not in ("/metrics", "/"):
                     self.send_error(404)
                     return
-                body = metrics.exposition()
+                try:
+                    prepared = metrics.prepare()
+                except Exception as err:  # noqa: BLE001 - a scrape must answer, not kill the thread
+                    self.send_error(500, explain=repr(err))
+                    return
+                # HTTP/1.0 without a length: the body ends when the connection closes, so it
+                # goes out in batches as it is written instead of being built whole first.
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                metrics.write_exposition(prepared, self.wfile.write)
 
             def log_message(self, *args):
                 pass

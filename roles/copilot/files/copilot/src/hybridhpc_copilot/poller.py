@@ -17,19 +17,34 @@ def changed_nodes(before: dict | None, after: dict) -> set:
     return {n for n in set(before) | set(after) if before.get(n) != after.get(n)}
 
 
-class SlurmPoller:
-    """The latest Slurm snapshot, and ``on_change(names)`` whenever a poll sees a difference.
+def fingerprints(nodes: dict) -> dict[str, int]:
+    """What the poller remembers of a snapshot to see the next one's changes: a hash per node.
 
-    ``poll()`` raises the Slurm error and forgets the snapshot (decisions never
-    rest on an old one); :meth:`run` polls every ``interval`` seconds until
-    ``stop`` is set, reporting errors to ``on_error``.
+    Ten thousand :class:`SlurmNode` objects kept between polls (and beside the
+    next poll's) cost megabytes; their hashes a tenth of it. Two different
+    states of one node with the same 64-bit hash would hide that change from
+    the poll (a chance of about one in 2**64), until the next full resync.
+    """
+    return {name: hash(node) for name, node in nodes.items()}
+
+
+class SlurmPoller:
+    """Polls of Slurm's nodes, and ``on_change(names)`` whenever a poll sees a difference.
+
+    ``poll()`` raises the Slurm error and forgets the last snapshot (the next
+    poll reports every node); :meth:`run` polls every ``interval`` seconds
+    until ``stop`` is set, reporting errors to ``on_error``. ``nodes`` holds the
+    last snapshot's :func:`fingerprints`; the snapshots themselves go to the
+    callers. Whole polls take turns (a pass's and the polling thread's): two
+    reads of every node at once would hold two snapshots and two answers.
     """
 
     def __init__(self, slurm: Slurm, on_change: Callable | None = None):
         self.slurm = slurm
         self.on_change = on_change
-        self.nodes: dict[str, SlurmNode] | None = None
+        self.nodes: dict[str, int] | None = None
         self._lock = threading.Lock()
+        self._polling = threading.Lock()
 
     def poll(self, notify: bool = True, handled: Collection = ()) -> dict[str, SlurmNode]:
         """A fresh snapshot of every node.
@@ -37,15 +52,17 @@ class SlurmPoller:
         Changes go to ``on_change``, except those of ``handled`` nodes, or all of
         them with ``notify=False``: a caller that acts on what it read itself.
         """
-        try:
-            fresh = self.slurm.node_states()
-        except Exception:
-            with self._lock:
-                self.nodes = None
-            raise
+        with self._polling:
+            try:
+                fresh = self.slurm.node_states()
+            except Exception:
+                with self._lock:
+                    self.nodes = None
+                raise
+        seen = fingerprints(fresh)
         with self._lock:
-            changed = changed_nodes(self.nodes, fresh)
-            self.nodes = fresh
+            changed = changed_nodes(self.nodes, seen)
+            self.nodes = seen
         changed = {name for name in changed if name not in handled}
         if changed and notify and self.on_change is not None:
             self.on_change(changed)
@@ -66,8 +83,8 @@ class SlurmPoller:
             raise
         with self._lock:
             if self.nodes is not None:
-                nodes = {name: node for name, node in self.nodes.items() if name not in names}
-                nodes.update(fresh)
+                nodes = {name: seen for name, seen in self.nodes.items() if name not in names}
+                nodes.update(fingerprints(fresh))
                 self.nodes = nodes
         return fresh
 
