@@ -989,9 +989,9 @@ def serve_slurmrestd(argv=None) -> int:
     import argparse
     import collections
 
-    from fake_slurmrestd import FakeSlurmrestd
+    from fake_slurmrestd import FakeSlurmrestd, nodes_from_specs
 
-    from hybridhpc_copilot.slurm import FakeNode, FakeSlurm
+    from hybridhpc_copilot.slurm import FakeSlurm
 
     parser = argparse.ArgumentParser(prog="copilot_process.py slurmrestd")
     parser.add_argument("--address", default="127.0.0.1")
@@ -1001,12 +1001,8 @@ def serve_slurmrestd(argv=None) -> int:
     parser.add_argument("--state-file", help="keep Slurm's state here across restarts")
     parser.add_argument("--audit-file", help="append every Slurm API request here (JSON lines)")
     args = parser.parse_args(argv)
-    nodes = []
-    for spec in args.node or ["c1:4:8000"]:
-        name, cpus, memory = spec.split(":")
-        nodes.append(FakeNode(name, int(cpus), int(memory)))
     key = pathlib.Path(args.jwt_key).read_bytes() if args.jwt_key else None
-    server = FakeSlurmrestd(FakeSlurm(nodes), args.address, args.port, key)
+    server = FakeSlurmrestd(FakeSlurm(nodes_from_specs(args.node)), args.address, args.port, key)
     server.requests = collections.deque(maxlen=1000)  # fake_slurmrestd keeps every request; a long run must not
     controls = _Controls(server, pathlib.Path(args.state_file) if args.state_file else None, pathlib.Path(args.audit_file) if args.audit_file else None)
     controls.load()

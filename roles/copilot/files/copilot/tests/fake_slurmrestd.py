@@ -164,6 +164,15 @@ def _handler(server: FakeSlurmrestd):
     return Handler
 
 
+def nodes_from_specs(specs) -> list:
+    """FakeNodes from ``NAME:K8SCPU:K8SMEMORY`` strings (default: one node c1:4:8000)."""
+    nodes = []
+    for spec in specs or ["c1:4:8000"]:
+        name, cpus, memory = spec.split(":")
+        nodes.append(FakeNode(name, int(cpus), int(memory)))
+    return nodes
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--address", default="127.0.0.1")
@@ -171,12 +180,8 @@ def main(argv=None) -> int:
     parser.add_argument("--node", action="append", default=[], help="NAME:K8SCPU:K8SMEMORY (repeatable)")
     parser.add_argument("--jwt-key", help="check tokens against this key file")
     args = parser.parse_args(argv)
-    nodes = []
-    for spec in args.node or ["c1:4:8000"]:
-        name, cpus, mem = spec.split(":")
-        nodes.append(FakeNode(name, int(cpus), int(mem)))
     key = pathlib.Path(args.jwt_key).read_bytes() if args.jwt_key else None
-    server = FakeSlurmrestd(FakeSlurm(nodes), args.address, args.port, key)
+    server = FakeSlurmrestd(FakeSlurm(nodes_from_specs(args.node)), args.address, args.port, key)
     print("fake slurmrestd listening on %s" % server.url, flush=True)
     try:
         server.httpd.serve_forever()
