@@ -16,7 +16,7 @@ export PY_COLORS ?= 0
 LAB_INVENTORY ?= inventories/lab/hosts.yml
 LAB_CTL := onprem-ctl1
 
-.PHONY: lab lab-down lab-status test lint sanity unit integration molecule bench build deps docker image clean
+.PHONY: lab lab-down lab-status test lint sanity unit integration molecule bench build ee-context deps docker image clean
 
 $(VENV)/.stamp: requirements-dev.txt
 	@echo "make: python venv with pinned tools"
@@ -55,9 +55,10 @@ test: docker deps image lint sanity unit integration molecule
 	@echo "make: all tests passed"
 
 lint: deps
-	@echo "make: ansible-lint (production profile), yamllint, ruff"
+	@echo "make: ansible-lint (production profile), yamllint, ruff, antsibull-changelog lint"
 	@$(BIN)/ansible-lint --profile production --offline
 	@$(BIN)/ruff check plugins tests lab
+	@$(BIN)/antsibull-changelog lint
 
 sanity: deps
 	@echo "make: ansible-test sanity"
@@ -86,8 +87,15 @@ bench: deps
 	@echo "make: copilot daemon at 1,000 and 10,000 GenericNodes (a few minutes; report in .cache/bench/copilot.json)"
 	@$(PY) tests/bench/bench_copilot.py
 
+# The collection as users get it: build/hybridhpc-slurm-<version>.tar.gz (only
+# the current one, which the execution environment installs).
 build: deps
+	@rm -f build/hybridhpc-slurm-*.tar.gz
 	@$(BIN)/ansible-galaxy collection build --force --output-path build
+
+# The execution environment's build context (offline; `ansible-builder build` pulls the base image).
+ee-context: build
+	@$(BIN)/ansible-builder create -f execution-environment.yml -c build/ee --output-filename Containerfile
 
 clean: lab-down
 	@rm -rf $(VENV) .collections .cache build .lab-image

@@ -2,7 +2,9 @@
 
 The test brings up its own three-container lab (tests/integration/awx/hosts.yml,
 network hybridhpc-awx), lays out the private data dir as AWX does for a job
-(project/, inventory/hosts as AWX's inventory script, env/extravars with the
+(project/ importing the collection's playbooks, the collection installed as an
+execution environment has it: from its own built tarball, never the repository
+link; inventory/hosts as AWX's inventory script, env/extravars with the
 survey answers and the extra vars the credential types inject, the kubeconfig
 file under env/, env/envvars, env/settings, no env/ssh_key), and runs:
 
@@ -42,6 +44,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import awx_injectors  # noqa: E402
+import installed_collection  # noqa: E402
 
 pytestmark = pytest.mark.lab
 
@@ -144,13 +147,18 @@ def credentials():
     return inputs, secret_values
 
 
-def awx_inventory_script(path):
+def awx_inventory_script(path, source):
     """inventory/hosts as AWX writes it: a script printing the synced inventory.
 
     AWX syncs an inventory source with `ansible-inventory --list --export` and
-    hands each job `inventory/hosts`, an executable printing that JSON.
+    hands each job `inventory/hosts`, an executable printing that JSON. The
+    source is the test's hosts.yml with the lab's group_vars beside it.
     """
-    res = run([BIN / "ansible-inventory", "-i", INVENTORY, "--list", "--export"], timeout=120, cwd=ROOT)
+    source.mkdir()
+    shutil.copy(INVENTORY, source / "hosts.yml")
+    (source / "group_vars").mkdir()
+    shutil.copy(ROOT / "inventories" / "lab" / "group_vars" / "all.yml", source / "group_vars" / "all.yml")
+    res = run([BIN / "ansible-inventory", "-i", source / "hosts.yml", "--list", "--export"], timeout=120, cwd=ROOT)
     assert res.returncode == 0, res.stderr
     data = json.dumps(json.loads(res.stdout))
     path.write_text("#! /usr/bin/env python3\n# -*- coding: utf-8 -*-\nprint(%r)\n" % data)
@@ -170,19 +178,31 @@ def job_dir(request):
 
 
 @pytest.fixture(scope="module")
-def private_data_dir(job_dir, credentials):
+def collections_path(job_dir):
+    """The execution environment's collections: hybridhpc.slurm installed from its own tarball."""
+    tarball = installed_collection.build(job_dir / "build")
+    installed_collection.install(tarball, job_dir / "ee-collections")
+    return job_dir / "ee-collections"
+
+
+@pytest.fixture(scope="module")
+def private_data_dir(job_dir, credentials, collections_path):
     """An AWX job's private data dir, with the credentials injected as their types do."""
     pdd = job_dir
-    shutil.copytree(ROOT / "playbooks", pdd / "project")
+    # The AWX project of a site: its playbooks import the collection's.
+    (pdd / "project").mkdir()
+    for name in ("site", "rolling_upgrade"):
+        (pdd / "project" / ("%s.yml" % name)).write_text(
+            "---\n- name: The collection's %s playbook\n  ansible.builtin.import_playbook: hybridhpc.slurm.%s\n" % (name, name))
     (pdd / "inventory").mkdir()
-    awx_inventory_script(pdd / "inventory" / "hosts")
+    awx_inventory_script(pdd / "inventory" / "hosts", job_dir / "inventory-source")
     (pdd / "env").mkdir()
 
     inputs, _secret_values = credentials
     extra_vars = {"slurmd_serial": "100%"}  # the site template's survey answer
     envvars = {
         # The execution environment: the collection installed where Ansible looks.
-        "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".collections"),
+        "ANSIBLE_COLLECTIONS_PATH": str(collections_path),
         # AWX settings -> "Extra Environment Variables" (AWX_TASK_ENV).
         "ANSIBLE_PIPELINING": "True",
     }

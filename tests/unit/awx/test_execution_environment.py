@@ -2,15 +2,20 @@
 
 `create` only writes the context (nothing is pulled or built). The context must
 hold the Containerfile, awx/requirements.{yml,txt} and awx/bindep.txt, and the
-collection itself, which the galaxy stage installs from the context's _build/
-directory: that install is repeated here, offline, from the context.
+collection's built tarball (what `make build` writes to build/), which the
+galaxy stage installs from the context's _build/ directory: that install is
+repeated here, offline, from the context. The test runs `create` on a copy of
+the definition and awx/ beside a tarball it builds itself, as `make ee-context`
+does, so the checkout's build/ is left alone.
 """
 
 import importlib.util
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
+import tarfile
 
 import pytest
 import yaml
@@ -20,6 +25,10 @@ pytest.importorskip("ansible_builder", reason="ansible-builder is not installed 
 from ansible.module_utils.compat.version import LooseVersion  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "tests"))
+
+import installed_collection  # noqa: E402
+
 BIN = pathlib.Path(sys.executable).parent
 EE_FILE = ROOT / "execution-environment.yml"
 GALAXY = yaml.safe_load((ROOT / "galaxy.yml").read_text())
@@ -28,10 +37,14 @@ REQS = yaml.safe_load((ROOT / "awx" / "requirements.yml").read_text())["collecti
 
 @pytest.fixture(scope="module")
 def context(tmp_path_factory):
-    ctx = tmp_path_factory.mktemp("ee") / "context"
+    top = tmp_path_factory.mktemp("ee")
+    shutil.copy(EE_FILE, top / EE_FILE.name)
+    shutil.copytree(ROOT / "awx", top / "awx")
+    installed_collection.build(top / "build")
+    ctx = top / "context"
     res = subprocess.run(
-        [BIN / "ansible-builder", "create", "-f", EE_FILE, "-c", ctx, "--output-filename", "Containerfile", "-v", "1"],
-        check=False, capture_output=True, text=True, timeout=120, cwd=ROOT,
+        [BIN / "ansible-builder", "create", "-f", top / EE_FILE.name, "-c", ctx, "--output-filename", "Containerfile", "-v", "1"],
+        check=False, capture_output=True, text=True, timeout=120, cwd=top,
     )
     assert res.returncode == 0, res.stdout + res.stderr
     return ctx
@@ -51,22 +64,25 @@ def test_requirement_files_are_copied(context, name):
     assert (context / "_build" / name).read_text() == (ROOT / "awx" / name).read_text()
 
 
-def test_collection_is_in_the_context(context):
-    copy = context / "_build" / "hybridhpc.slurm"
-    assert yaml.safe_load((copy / "galaxy.yml").read_text())["version"] == GALAXY["version"]
-    for sub in ("meta/runtime.yml", "README.md", "playbooks/site.yml", "awx/credential_types"):
-        assert (copy / sub).exists(), sub
+def test_the_collection_goes_in_as_its_built_tarball(context):
+    (entry,) = [r for r in REQS if r.get("type") in ("file", "dir", "url", "git")]
+    assert entry["type"] == "file", "the EE installs the built tarball, not the source tree: %s" % entry
+    # The requirement names the tarball of galaxy.yml's version (bump both together).
+    assert pathlib.PurePath(entry["name"]).name == "hybridhpc-slurm-%s.tar.gz" % GALAXY["version"]
+    tarball = context / "_build" / entry["name"]
+    assert tarball.is_file(), "%s is not in the context" % entry["name"]
+    with tarfile.open(tarball) as tar:
+        names = tar.getnames()
+    assert "MANIFEST.json" in names and "playbooks/site.yml" in names and "awx/credential_types/kubeconfig.yml" in names
     for role in (ROOT / "roles").iterdir():
-        assert (copy / "roles" / role.name).is_dir(), role.name
-    for plugin_dir in (ROOT / "plugins").iterdir():
-        if plugin_dir.is_dir() and plugin_dir.name != "__pycache__":
-            assert (copy / "plugins" / plugin_dir.name).is_dir(), plugin_dir.name
+        assert "roles/%s/meta/argument_specs.yml" % role.name in names, role.name
+    assert "galaxy.yml" not in names, "a built tarball carries MANIFEST.json, not galaxy.yml"
 
 
 def test_galaxy_stage_installs_the_collection_offline(context, tmp_path):
     """What the galaxy stage runs in /build, limited to the local collection (Galaxy is not reachable here)."""
     build = context / "_build"
-    local = {"collections": [r for r in REQS if r.get("type") == "dir"]}
+    local = {"collections": [r for r in REQS if r.get("type") == "file"]}
     (build / "local-requirements.yml").write_text(yaml.safe_dump(local))
     # The build stage has no ansible.cfg and no installed copy: without this, a
     # developer's ANSIBLE_CONFIG (the Makefile exports the repo's, whose
@@ -87,7 +103,7 @@ def test_galaxy_stage_installs_the_collection_offline(context, tmp_path):
 
 
 def test_collection_dependencies_are_pinned_and_satisfy_galaxy_yml():
-    pins = {r["name"]: r.get("version") for r in REQS if r.get("type") != "dir"}
+    pins = {r["name"]: r.get("version") for r in REQS if r.get("type") != "file"}
     assert {"ansible.posix", "community.general", "community.mysql", "community.docker", "kubernetes.core"} <= set(pins)
     for name, spec in GALAXY.get("dependencies", {}).items():
         assert name in pins, "%s (galaxy.yml dependency) missing from awx/requirements.yml" % name
@@ -100,7 +116,7 @@ def test_collection_dependencies_are_pinned_and_satisfy_galaxy_yml():
 def test_pinned_collections_are_the_tested_ones():
     """The pins are the versions this repository is tested with (the `ansible` bundle)."""
     for req in REQS:
-        if req.get("type") == "dir":
+        if req.get("type") == "file":
             continue
         spec = importlib.util.find_spec("ansible_collections.%s" % req["name"])
         if spec is None:
@@ -134,6 +150,7 @@ def test_create_needs_nothing_but_the_checkout():
     for entry in ee.get("additional_build_files", []):
         src = pathlib.Path(entry["src"])
         assert not src.is_absolute() and ".." not in src.parts, entry
-        assert list(ROOT.glob(str(src))), "%s matches nothing" % src
+        # build/ holds what `make build` writes; everything else is in the checkout.
+        assert src.parts[0] == "build" or list(ROOT.glob(str(src))), "%s matches nothing" % src
     for dep in ("galaxy", "python", "system"):
         assert (ROOT / ee["dependencies"][dep]).is_file()
