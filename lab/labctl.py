@@ -107,6 +107,9 @@ def up(inventory: str, image: str) -> None:
             "--tmpfs", "/run", "--tmpfs", "/run/lock", "--tmpfs", "/tmp:exec,mode=1777",
             *cgroup_flags(),
         ]
+        # Named volumes ("name:/path"), e.g. the StateSaveLocation an HA pair of controllers shares.
+        for volume in hvars.get("lab_volumes") or []:
+            flags += ["-v", volume]
         if hvars.get("lab_profile") == "compute":
             flags += COMPUTE_FLAGS + loop_devices()
         if hvars.get("lab_profile") == "router":
@@ -191,6 +194,10 @@ def down(inventory: str | None = None) -> None:
         for net in sorted(nets):
             if docker("network", "inspect", net, check=False).returncode == 0:
                 docker("network", "rm", net, check=False)
+        volumes = {v.split(":", 1)[0] for h in hosts.values() for v in (h.get("lab_volumes") or [])}
+        for volume in sorted(volumes):
+            docker("volume", "rm", "-f", volume, check=False)
+        remove_slurm_cgroups(["/sys/fs/cgroup/*/slurm_%s" % h for h in hosts])
         return
     names = docker("ps", "-aq", "--filter", f"label={LABEL}").stdout.split()
     if names:
@@ -200,9 +207,14 @@ def down(inventory: str | None = None) -> None:
     if nets:
         log(f"removing {len(nets)} networks")
         docker("network", "rm", *nets)
-    # proctrack/task cgroup on a v1 host leave slurm_<node> dirs at the hierarchy root.
+    remove_slurm_cgroups(["/sys/fs/cgroup/*/slurm_*"])
+
+
+def remove_slurm_cgroups(patterns: list[str]) -> None:
+    """proctrack/task cgroup on a v1 host leave slurm_<node> dirs at the hierarchy root."""
     removed = 0
-    for path in sorted(glob.glob("/sys/fs/cgroup/*/slurm_*"), key=len, reverse=True):
+    paths = {p for pattern in patterns for p in glob.glob(pattern)}
+    for path in sorted(paths, key=len, reverse=True):
         for root, dirs, _files in os.walk(path, topdown=False):
             for d in dirs:
                 try:

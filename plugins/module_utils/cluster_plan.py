@@ -1,0 +1,92 @@
+# -*- coding: utf-8 -*-
+# Copyright: hybridhpc.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Per-cluster decisions of a multi-cluster site, made on the Ansible controller.
+
+A site inventory holds several clusters; a play over ``slurmctld`` spans all
+of them. Anything done "once" is done once per cluster, by that cluster's own
+controller: ``run_once`` would act for the first cluster of the play only, and
+the others would keep a changed slurm.conf that no daemon ever re-reads.
+
+``cluster_actions`` answers, for one cluster, from the state every member host
+recorded after rendering its files:
+
+* ``actor``: the controller that acts for the cluster (its first controller in
+  this run; None when --limit left all of them out: nothing is applied then,
+  and the members' pending markers keep the change for the next run);
+* ``reconfigure``: whether ``scontrol reconfigure`` must run (some member
+  changed a file or kept a pending marker from an interrupted run);
+* ``clear_markers``: the members whose pending-reconfigure marker the
+  reconfigure settles (only members this run reached: a member left out by
+  --limit did not get its new files, so its marker must stay).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+def acting_controller(controllers, play_hosts):
+    """The first of the cluster's controllers (inventory order) that this run includes, or None."""
+    play = set(play_hosts or [])
+    for host in controllers or []:
+        if host in play:
+            return host
+    return None
+
+
+def cluster_actions(controllers, members, play_hosts, states):
+    """What the cluster needs after its members rendered their files.
+
+    ``play_hosts``: the hosts of the play that acts (the controllers' play).
+    ``states`` maps a member host to what slurm_common recorded there:
+    ``{"config_changed": bool, "restart_required": bool}`` (absent for
+    members this run did not reach).
+    """
+    actor = acting_controller(controllers, play_hosts)
+    # A member has a state only when this run rendered its files (set_fact facts are not cached).
+    reached = [h for h in members or [] if h in states]
+    changed = [h for h in reached if states[h].get("config_changed")]
+    restarted = [h for h in reached if states[h].get("restart_required")]
+    return {
+        "actor": actor,
+        "reconfigure": actor is not None and bool(changed),
+        "clear_markers": reached if actor is not None and changed else [],
+        "changed_hosts": changed,
+        "restart_hosts": restarted,
+    }
+
+
+def member_states(members, hostvars):
+    """``states`` for cluster_actions from the facts slurm_common set on each member (missing: not reached)."""
+    states = {}
+    for host in members or []:
+        hv = hostvars.get(host) if hasattr(hostvars, "get") else hostvars[host]
+        if not hv or "slurm_common_config_changed" not in hv:
+            continue
+        states[host] = {
+            "config_changed": _truthy(hv.get("slurm_common_config_changed")),
+            "restart_required": _truthy(hv.get("slurm_common_restart_required")),
+        }
+    return states
+
+
+def _truthy(value):
+    # set_fact of a folded Jinja expression gives a bool, or the text "True"/"False".
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "yes", "1")
+    return bool(value)
+
+
+def nodes_leaving(running, records, expand):
+    """Nodes slurmctld runs (``running``: names) that no node record of the new model has, in slurmctld's order.
+
+    Those must be drained and emptied of jobs before the new slurm.conf is
+    applied: a reconfigure drops them from the cluster, with whatever runs there.
+    """
+    kept = set()
+    for record in records or []:
+        name = next((v for k, v in record.items() if k.lower() == "nodename"), None)
+        if name and name != "DEFAULT":
+            kept.update(expand(name if isinstance(name, str) else ",".join(name)))
+    return [n for n in running or [] if n and n not in kept]
