@@ -11,6 +11,11 @@ from ansible_collections.hybridhpc.slurm.plugins.module_utils import cluster_pla
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.hostlist import expand
 
 
+def slurm_cluster_members(cluster, groups, hostvars, dbd_hosts=None):
+    """One cluster's members (hosts, controllers, dbd, compute, login, REST, Kubernetes-shared), in inventory order."""
+    return cluster_plan.cluster_members(cluster, groups, lambda host: hostvars[host] if host in hostvars else {}, dbd_hosts)
+
+
 def slurm_cluster_actions(controllers, members, play_hosts, hostvars):
     """What one cluster needs (actor, reconfigure, markers to clear) from its members' recorded state."""
     return cluster_plan.cluster_actions(controllers, members, play_hosts, cluster_plan.member_states(members, hostvars))
@@ -23,6 +28,16 @@ def slurm_nodes_leaving(running, records):
     return cluster_plan.nodes_leaving(running, records, expand)
 
 
+def slurm_cluster_renamed_from(state_clustername, cluster):
+    """The cluster's old name when the controller's state belongs to another ClusterName, else None."""
+    return cluster_plan.rename_from(state_clustername, cluster)
+
+
 class FilterModule(object):
     def filters(self):
-        return {"slurm_cluster_actions": slurm_cluster_actions, "slurm_nodes_leaving": slurm_nodes_leaving}
+        return {
+            "slurm_cluster_members": slurm_cluster_members,
+            "slurm_cluster_actions": slurm_cluster_actions,
+            "slurm_nodes_leaving": slurm_nodes_leaving,
+            "slurm_cluster_renamed_from": slurm_cluster_renamed_from,
+        }

@@ -7,9 +7,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import base64
+import binascii
+
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import cluster_model, slurm_conf
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import cluster_changes, cluster_model, site_inputs, slurm_conf
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.hostlist import HostlistError, compress, expand
 
 
@@ -97,6 +100,31 @@ def slurm_cluster_problems(model):
     return cluster_model.cluster_problems(model)
 
 
+def slurm_input_problems(inputs, roles):
+    """Problems in the inputs of the named roles (module_utils/site_inputs.py), each naming the variable and the fix."""
+    try:
+        return site_inputs.input_problems(inputs, roles)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
+def slurm_cluster_change_problems(change):
+    """Refused dangerous changes (rename, node move, controller removal) of one cluster.
+
+    ``change['current_b64']`` maps a host to its current slurm.conf as slurp
+    returns it (base64; empty for a host without one).
+    """
+    change = dict(change)
+    current = {}
+    for host, content in (change.pop("current_b64", None) or {}).items():
+        try:
+            current[host] = base64.b64decode(content or "").decode("utf-8", "replace")
+        except (binascii.Error, ValueError) as exc:
+            raise AnsibleFilterError("current slurm.conf of %s is not base64: %s" % (host, exc)) from exc
+    change.setdefault("current", {}).update(current)
+    return cluster_changes.cluster_change_problems(change)
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -109,6 +137,8 @@ class FilterModule(object):
                 slurm_conf_needs_restart,
                 slurm_nodes_from_hosts,
                 slurm_cluster_problems,
+                slurm_input_problems,
+                slurm_cluster_change_problems,
                 slurm_k8s_capacity,
                 slurm_k8s_copilot_nodes,
             )

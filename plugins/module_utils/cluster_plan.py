@@ -25,6 +25,60 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+# Inventory groups by what their hosts run; a host's cluster is its slurm_cluster_name.
+CONTROLLER_GROUP = "slurmctld"
+DBD_GROUP = "slurmdbd"
+COMPUTE_GROUP = "slurmd"
+LOGIN_GROUP = "login"
+REST_GROUP = "slurmrestd"
+
+
+def _members(groups, group, hosts):
+    return [h for h in groups.get(group) or [] if h in hosts]
+
+
+def cluster_members(cluster, groups, host_vars, dbd_hosts=None):
+    """One cluster's members, every list in inventory order.
+
+    ``groups``: the inventory's groups; ``host_vars(host)``: that host's
+    variables (a mapping with slurm_cluster_name, slurm_k8s_shared,
+    slurm_k8s_strategy). A cluster without a slurmdbd host of its own
+    accounts to the shared one(s) (one slurmdbd for a whole federation),
+    unless ``dbd_hosts`` (slurm_dbd_hosts) names them.
+
+    Returns: name, hosts, controllers (the first is the primary), dbd_hosts,
+    compute_hosts, login_hosts, rest_hosts, k8s_shared_hosts (Kubernetes
+    shares them) and k8s_gres_hosts (those of them whose share is held by
+    count-only GRES rather than placeholder jobs).
+    """
+    hosts = []
+    k8s_shared, k8s_gres = [], []
+    for host in groups.get("all") or []:
+        hv = host_vars(host) or {}
+        if hv.get("slurm_cluster_name") != cluster:
+            continue
+        hosts.append(host)
+    members = set(hosts)
+    compute = _members(groups, COMPUTE_GROUP, members)
+    for host in compute:
+        hv = host_vars(host) or {}
+        if _truthy(hv.get("slurm_k8s_shared", False)):
+            k8s_shared.append(host)
+            if hv.get("slurm_k8s_strategy", "gres") == "gres":
+                k8s_gres.append(host)
+    own_dbd = _members(groups, DBD_GROUP, members)
+    return {
+        "name": cluster,
+        "hosts": hosts,
+        "controllers": _members(groups, CONTROLLER_GROUP, members),
+        "dbd_hosts": list(dbd_hosts) if dbd_hosts else (own_dbd or list(groups.get(DBD_GROUP) or [])),
+        "compute_hosts": compute,
+        "login_hosts": _members(groups, LOGIN_GROUP, members),
+        "rest_hosts": _members(groups, REST_GROUP, members),
+        "k8s_shared_hosts": k8s_shared,
+        "k8s_gres_hosts": k8s_gres,
+    }
+
 
 def acting_controller(controllers, play_hosts):
     """The first of the cluster's controllers (inventory order) that this run includes, or None."""
@@ -90,3 +144,14 @@ def nodes_leaving(running, records, expand):
         if name and name != "DEFAULT":
             kept.update(expand(name if isinstance(name, str) else ",".join(name)))
     return [n for n in running or [] if n and n not in kept]
+
+
+def rename_from(state_clustername, cluster):
+    """The old name when slurmctld's state (StateSaveLocation/clustername) belongs to another cluster name, else None.
+
+    slurmctld refuses to start over state of another ClusterName; a rename
+    (allowed with slurm_allow_cluster_rename) empties the state first.
+    """
+    # Slurm 24.11 writes "name|cluster id" there; older releases the name alone.
+    old = (state_clustername or "").split("|", 1)[0].strip().lower()
+    return old if old and old != str(cluster or "").strip().lower() else None

@@ -112,7 +112,7 @@ def dependency_collection_dirs():
         reqs = yaml.safe_load(handle)["collections"]
     dirs = []
     for req in reqs:
-        if req.get("type") == "dir":
+        if req.get("type") in ("dir", "file"):  # this collection itself (its tarball)
             continue
         spec = importlib.util.find_spec("ansible_collections.%s" % req["name"])
         assert spec is not None, "collection %s is not installed here (the ansible package bundles it)" % req["name"]

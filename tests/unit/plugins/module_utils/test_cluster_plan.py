@@ -80,3 +80,44 @@ def test_nodes_dropped_from_the_model_are_the_ones_leaving():
     assert slurm_nodes_leaving("c1\nc2\nc3\ngpu1\ngpu2\n", records) == ["c3", "gpu2"]
     assert slurm_nodes_leaving(["c1", "c2", "gpu1"], records) == []
     assert slurm_nodes_leaving("", records) == []
+
+
+@pytest.mark.parametrize("state,cluster,expected", [
+    ("beta\n", "gamma", "beta"),
+    ("on-perm|2788\n", "on-perm", None),  # 24.11: "name|cluster id"
+    ("beta|123", "gamma", "beta"),
+    ("beta\n", "beta", None),
+    ("Beta", "beta", None),  # Slurm lowercases ClusterName
+    ("", "beta", None),  # a new controller: no state yet
+    (None, "beta", None),
+])
+def test_a_rename_is_state_of_another_cluster_name(state, cluster, expected):
+    from ansible_collections.hybridhpc.slurm.plugins.filter.cluster_plan import slurm_cluster_renamed_from
+
+    assert slurm_cluster_renamed_from(state, cluster) == expected
+
+
+def test_members_of_each_cluster_in_inventory_order():
+    from ansible_collections.hybridhpc.slurm.plugins.filter.cluster_plan import slurm_cluster_members
+
+    groups = {
+        "all": ["on-ctl1", "on-c1", "on-c2", "cl-ctl1", "cl-c1", "login1", "rtr"],
+        "slurmctld": ["cl-ctl1", "on-ctl1"], "slurmdbd": ["on-ctl1"], "slurmd": ["on-c2", "on-c1", "cl-c1"],
+        "login": ["login1"], "slurmrestd": ["on-ctl1", "cl-ctl1"],
+    }
+    hostvars = {h: {"slurm_cluster_name": "on-perm"} for h in ("on-ctl1", "on-c1", "on-c2", "login1")}
+    hostvars.update({h: {"slurm_cluster_name": "cloud"} for h in ("cl-ctl1", "cl-c1")})
+    hostvars["rtr"] = {}
+    hostvars["on-c1"].update(slurm_k8s_shared=True)
+    hostvars["on-c2"].update(slurm_k8s_shared="true", slurm_k8s_strategy="placeholder")
+    onprem = slurm_cluster_members("on-perm", groups, hostvars)
+    assert onprem == {
+        "name": "on-perm", "hosts": ["on-ctl1", "on-c1", "on-c2", "login1"], "controllers": ["on-ctl1"],
+        "dbd_hosts": ["on-ctl1"], "compute_hosts": ["on-c2", "on-c1"], "login_hosts": ["login1"],
+        "rest_hosts": ["on-ctl1"], "k8s_shared_hosts": ["on-c2", "on-c1"], "k8s_gres_hosts": ["on-c1"],
+    }
+    cloud = slurm_cluster_members("cloud", groups, hostvars)
+    # No slurmdbd of its own: the shared one (a federation's single dbd).
+    assert cloud["controllers"] == ["cl-ctl1"] and cloud["dbd_hosts"] == ["on-ctl1"] and cloud["login_hosts"] == []
+    assert slurm_cluster_members("cloud", groups, hostvars, ["db9"])["dbd_hosts"] == ["db9"]
+    assert slurm_cluster_members("none", groups, hostvars)["hosts"] == []
