@@ -57,7 +57,7 @@ test: docker deps image lint sanity unit integration molecule
 lint: deps
 	@echo "make: ansible-lint (production profile), yamllint, ruff, antsibull-changelog lint"
 	@$(BIN)/ansible-lint --profile production --offline
-	@$(BIN)/ruff check plugins tests lab
+	@$(BIN)/ruff check plugins tests lab extensions
 	@$(BIN)/antsibull-changelog lint
 
 sanity: deps
@@ -72,7 +72,7 @@ integration: deps image
 	@echo "make: pytest integration tests (bad inventories, AWX through ansible-runner on its own lab)"
 	@$(BIN)/pytest -q --basetemp=$(ROOT)/.cache/pytest-integration tests/integration
 
-MOLECULE_SCENARIOS ?= default federation colocation
+MOLECULE_SCENARIOS ?= default single_node federation colocation lifecycle
 
 molecule: deps image
 	@for s in $(MOLECULE_SCENARIOS); do \

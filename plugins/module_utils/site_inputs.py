@@ -191,7 +191,7 @@ def _file_on_controller(inputs, var, problems, isfile):
 
 
 def _gres_name(item):
-    return str(item).strip().split(":")[0].split("(")[0].strip()
+    return str(item).strip().split(":", 1)[0].split("(", 1)[0].strip()
 
 
 def _gres_items(value):
