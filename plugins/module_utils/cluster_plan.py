@@ -143,7 +143,11 @@ def nodes_leaving(running, records, expand):
         name = next((v for k, v in record.items() if k.lower() == "nodename"), None)
         if name and name != "DEFAULT":
             kept.update(expand(name if isinstance(name, str) else ",".join(name)))
-    return [n for n in running or [] if n and n not in kept]
+    leaving = []
+    for name in running or []:  # sinfo -N lists a node once per partition
+        if name and name not in kept and name not in leaving:
+            leaving.append(name)
+    return leaving
 
 
 def rename_from(state_clustername, cluster):

@@ -394,22 +394,24 @@ def slurmdbd_problems(inputs):
     return problems
 
 
-def slurmctld_problems(inputs):
-    problems = []
+def _daemon_paths(inputs, daemon, problems):
+    """slurm_config's paths the daemon uses (SLURM_PATH_KEYS) must be absolute."""
     config = _lower(inputs.get("slurm_config"))
     for key, role in SLURM_PATH_KEYS:
-        if role == "slurmctld" and config.get(key.lower()) is not None:
+        if role == daemon and config.get(key.lower()) is not None:
             _absolute(config[key.lower()], "slurm_config.%s" % key, problems)
+
+
+def slurmctld_problems(inputs):
+    problems = []
+    _daemon_paths(inputs, "slurmctld", problems)
     _bool_var(inputs, "slurmctld_register_cluster", problems)
     return problems
 
 
 def slurmd_problems(inputs):
     problems = []
-    config = _lower(inputs.get("slurm_config"))
-    for key, role in SLURM_PATH_KEYS:
-        if role == "slurmd" and config.get(key.lower()) is not None:
-            _absolute(config[key.lower()], "slurm_config.%s" % key, problems)
+    _daemon_paths(inputs, "slurmd", problems)
     _int_var(inputs, "slurmd_reregister_interval", problems, 1)
     if "slurmd_reregister_helper" in inputs:
         _absolute(inputs["slurmd_reregister_helper"], "slurmd_reregister_helper", problems)

@@ -80,6 +80,7 @@ def test_nodes_dropped_from_the_model_are_the_ones_leaving():
     assert slurm_nodes_leaving("c1\nc2\nc3\ngpu1\ngpu2\n", records) == ["c3", "gpu2"]
     assert slurm_nodes_leaving(["c1", "c2", "gpu1"], records) == []
     assert slurm_nodes_leaving("", records) == []
+    assert slurm_nodes_leaving("c3\nc3\nc1\n", records) == ["c3"]  # one line per partition
 
 
 @pytest.mark.parametrize("state,cluster,expected", [
