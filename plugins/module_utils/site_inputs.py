@@ -588,11 +588,6 @@ def ack_operator_problems(inputs, isfile=os.path.isfile):
     if _mapping_var(inputs, "ack_operator_cluster_values", problems):
         problems += control_char_problems(inputs.get("ack_operator_cluster_values"), "ack_operator_cluster_values")
     _bool_var(inputs, "ack_operator_install_crd", problems)
-    if inputs.get("ack_operator_kubeconfig") and inputs.get("shared_hosts") == []:
-        problems.append(
-            "ack_operator_kubeconfig: set, but no compute node of the cluster has slurm_k8s_shared: true; mark the "
-            "nodes Kubernetes shares, or leave ack_operator_kubeconfig empty"
-        )
     return problems
 
 
@@ -618,11 +613,6 @@ def copilot_problems(inputs, isfile=os.path.isfile):
         problems.append("copilot_namespace_sandboxing: %r must be auto, true or false" % (sandbox,))
     if _mapping_var(inputs, "copilot_config", problems):
         problems += control_char_problems(inputs.get("copilot_config"), "copilot_config")
-    if inputs.get("copilot_kubeconfig") and inputs.get("shared_hosts") == []:
-        problems.append(
-            "copilot_kubeconfig: set, but no compute node of the cluster has slurm_k8s_shared: true; mark the "
-            "nodes Kubernetes shares, or leave copilot_kubeconfig empty"
-        )
     return problems
 
 

@@ -175,7 +175,6 @@ def test_empty_inputs_have_no_problem():
         ({"copilot_config": "resync"}, "copilot_config: must be a mapping"),
         ({"copilot_slurmrestd_url": "ctl1:6820"}, "copilot_slurmrestd_url"),
         ({"copilot_namespace_sandboxing": "maybe"}, "copilot_namespace_sandboxing"),
-        ({"shared_hosts": []}, "copilot_kubeconfig: set, but no compute node"),
         ({"ack_operator_kubeconfig": "/missing"}, "ack_operator_kubeconfig: /missing does not exist"),
         ({"ack_operator_mode": "helm"}, "ack_operator_mode"),
         ({"ack_operator_namespace": "ACK"}, "ack_operator_namespace"),
@@ -234,3 +233,12 @@ def test_bad_upgrade_inputs(change, var):
 def test_unknown_role_is_an_error():
     with pytest.raises(ValueError):
         si.input_problems({}, ["nope"])
+
+
+def test_a_kubeconfig_without_shared_nodes_is_no_error():
+    """AWX job templates attach a site's kubeconfig credential to every job; the
+    copilot and ack plays simply have nothing to do on a cluster no pod shares."""
+    from ansible_collections.hybridhpc.slurm.plugins.module_utils.site_inputs import ack_operator_problems, copilot_problems
+
+    assert copilot_problems({"copilot_kubeconfig": __file__, "shared_hosts": []}) == []
+    assert ack_operator_problems({"ack_operator_kubeconfig": __file__, "shared_hosts": []}) == []
