@@ -16,7 +16,7 @@ export PY_COLORS ?= 0
 LAB_INVENTORY ?= inventories/lab/hosts.yml
 LAB_CTL := onprem-ctl1
 
-.PHONY: lab lab-down lab-status test lint sanity unit integration molecule bench build ee-context deps docker image clean
+.PHONY: lab lab-down lab-status test lint sanity unit integration molecule bench bench-converge build ee-context deps docker image clean
 
 $(VENV)/.stamp: requirements-dev.txt
 	@echo "make: python venv with pinned tools"
@@ -86,6 +86,13 @@ bench: deps
 	@$(PY) tests/bench/bench_hostlist.py
 	@echo "make: copilot daemon at 1,000 and 10,000 GenericNodes (a few minutes; report in .cache/bench/copilot.json)"
 	@$(PY) tests/bench/bench_copilot.py
+
+# site.yml cold and no-op on lab containers: the federated lab over SSH and
+# over docker, a 3-host cluster, and 3/9/17 compute nodes (seconds per added
+# node). About 25 minutes; BENCH_CASES=single3,scale3 picks some.
+BENCH_CASES ?= federated5-ssh,federated5-docker,single3,scale3,scale9,scale17
+bench-converge: docker deps image
+	@$(PY) tests/bench/bench_converge.py --cases $(BENCH_CASES)
 
 # The collection as users get it: build/hybridhpc-slurm-<version>.tar.gz (only
 # the current one, which the execution environment installs).

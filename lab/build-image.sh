@@ -5,8 +5,9 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 mirror="${HYBRIDHPC_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
-rootfs_tag="hybridhpc/debian-trixie-rootfs:v1"
-inputs_hash="$(cat "$here/image/Dockerfile" "$here/image/debian.sources" "$0" | sha256sum | cut -c1-12)"
+# v2: openssh-server, so the lab can be reached over SSH like production hosts.
+rootfs_tag="hybridhpc/debian-trixie-rootfs:v2"
+inputs_hash="$(cat "$here/image/Dockerfile" "$here/image/debian.sources" "$here/image/lab-ssh-hostkeys.service" "$0" | sha256sum | cut -c1-12)"
 image="hybridhpc/slurm-lab:trixie-${inputs_hash}"
 
 if docker image inspect "$image" >/dev/null 2>&1; then
@@ -20,7 +21,7 @@ if ! docker image inspect "$rootfs_tag" >/dev/null 2>&1; then
   trap 'rm -rf "$work"' EXIT
   echo "lab: debootstrap trixie into $work (about a minute)" >&2
   debootstrap --variant=minbase \
-    --include=systemd,systemd-sysv,dbus,python3,python3-apt,sudo,iproute2,procps,ca-certificates,gnupg \
+    --include=systemd,systemd-sysv,dbus,python3,python3-apt,sudo,iproute2,procps,ca-certificates,gnupg,openssh-server \
     trixie "$work/rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 \
     || { tail -20 "$work/debootstrap.log" >&2; echo "lab: debootstrap failed" >&2; exit 1; }
   chroot "$work/rootfs" apt-get clean

@@ -15,6 +15,7 @@ import glob
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -23,6 +24,14 @@ import yaml
 
 LABEL = "hybridhpc.lab"
 DEFAULT_NETWORK = "hybridhpc-lab"
+
+# SSH, the way Ansible reaches production hosts: one key pair made here, root's
+# authorized key put into each container, and an ssh_config naming every lab
+# host by its inventory name (HostName = its address on its first network).
+# Container names are global to the docker engine, so this is one directory per
+# user, not per checkout: inventories point ansible_ssh_common_args at
+# ~/.cache/hybridhpc/lab-ssh/config wherever molecule or AWX copies them.
+SSH_DIR = os.path.expanduser("~/.cache/hybridhpc/lab-ssh")
 
 # The peering point between the clusters' networks (like a VPC peering
 # connection): it forwards between the networks, and every other container
@@ -43,8 +52,8 @@ def log(msg: str) -> None:
     print(f"lab: {msg}", flush=True)
 
 
-def docker(*args: str, check: bool = True, capture: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(["docker", *args], check=check, text=True, capture_output=capture)
+def docker(*args: str, check: bool = True, capture: bool = True, input_text: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", *args], check=check, text=True, capture_output=capture, input=input_text)
 
 
 def load_hosts(inventory: str) -> dict[str, dict]:
@@ -128,6 +137,7 @@ def up(inventory: str, image: str) -> None:
             docker("network", "connect", "--alias", host, net, host)
     wait_running(hosts)
     route_through_routers(hosts)
+    ssh_setup(hosts)
 
 
 def network_subnet(name: str) -> str:
@@ -167,6 +177,81 @@ def peering(router: str, network: str, connect: bool) -> None:
         docker("network", "disconnect", network, router)
 
 
+def ssh_key() -> str:
+    """The lab's key pair (made once); returns the public key."""
+    key = os.path.join(SSH_DIR, "id_ed25519")
+    os.makedirs(os.path.join(SSH_DIR, "hosts.d"), mode=0o700, exist_ok=True)
+    os.makedirs(os.path.join(SSH_DIR, "cp"), mode=0o700, exist_ok=True)
+    if not os.path.exists(key):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "hybridhpc-lab", "-f", key], check=True)
+    with open(key + ".pub", encoding="utf-8") as handle:
+        return handle.read()
+
+
+def write_ssh_config() -> None:
+    path = os.path.join(SSH_DIR, "config")
+    text = (
+        "# Written by lab/labctl.py: the lab's hosts by inventory name.\n"
+        f"Include {SSH_DIR}/hosts.d/*.conf\n"
+        "Host *\n"
+        "  User root\n"
+        f"  IdentityFile {SSH_DIR}/id_ed25519\n"
+        "  IdentitiesOnly yes\n"
+        # Lab containers are recreated with new host keys on every `up`.
+        "  StrictHostKeyChecking no\n"
+        "  UserKnownHostsFile /dev/null\n"
+        "  LogLevel ERROR\n"
+    )
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def close_ssh_masters(addresses: set[str] | None = None) -> None:
+    """Stop persistent SSH connections (all, or those to these addresses): a
+    recreated container may get the address of a removed one."""
+    cp_dir = os.path.join(SSH_DIR, "cp")
+    for sock in glob.glob(os.path.join(cp_dir, "*")):
+        # Inventories name sockets "<address>-<user>" (ansible_control_path).
+        if addresses is not None and not any(os.path.basename(sock).startswith(a + "-") for a in addresses):
+            continue
+        subprocess.run(["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "lab"],
+                       capture_output=True, check=False, timeout=10)
+        if os.path.exists(sock):
+            os.unlink(sock)
+
+
+def ssh_setup(hosts: dict[str, dict]) -> None:
+    if not shutil.which("ssh-keygen"):
+        log("ssh-keygen missing (apt-get install openssh-client): the lab is reachable through docker only")
+        return
+    pub = ssh_key()
+    write_ssh_config()
+    for host, hvars in hosts.items():
+        net = (hvars.get("lab_networks") or [DEFAULT_NETWORK])[0]
+        address = container_ip(host, net)
+        forget_ssh_hosts([host])
+        close_ssh_masters({address})
+        docker("exec", "-i", host, "sh", "-c",
+               "install -d -m 0700 /root/.ssh && cat > /root/.ssh/authorized_keys && chmod 0600 /root/.ssh/authorized_keys",
+               input_text=pub)
+        with open(os.path.join(SSH_DIR, "hosts.d", f"{host}.conf"), "w", encoding="utf-8") as handle:
+            handle.write(f"Host {host}\n  HostName {address}\n")
+        wait_port(host, address, 22)
+    log(f"ssh: {len(hosts)} hosts in {SSH_DIR}/config")
+
+
+def wait_port(host: str, address: str, port: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((address, port), timeout=1):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                sys.exit(f"lab: sshd in {host} ({address}:{port}) does not answer")
+            time.sleep(0.3)
+
+
 def wait_running(hosts: dict[str, dict], timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     pending = set(hosts)
@@ -190,6 +275,7 @@ def down(inventory: str | None = None) -> None:
         if names:
             log(f"removing {len(names)} containers")
             docker("rm", "-f", *names)
+        forget_ssh_hosts(list(hosts))
         nets = {n for v in hosts.values() for n in (v.get("lab_networks") or [DEFAULT_NETWORK])}
         for net in sorted(nets):
             if docker("network", "inspect", net, check=False).returncode == 0:
@@ -203,11 +289,24 @@ def down(inventory: str | None = None) -> None:
     if names:
         log(f"removing {len(names)} containers")
         docker("rm", "-f", *names)
+    forget_ssh_hosts([os.path.basename(p)[:-5] for p in glob.glob(os.path.join(SSH_DIR, "hosts.d", "*.conf"))])
     nets = docker("network", "ls", "-q", "--filter", f"label={LABEL}").stdout.split()
     if nets:
         log(f"removing {len(nets)} networks")
         docker("network", "rm", *nets)
     remove_slurm_cgroups(["/sys/fs/cgroup/*/slurm_*"])
+
+
+def forget_ssh_hosts(hosts: list[str]) -> None:
+    addresses = set()
+    for host in hosts:
+        path = os.path.join(SSH_DIR, "hosts.d", f"{host}.conf")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as handle:
+                addresses |= {line.split()[1] for line in handle if line.strip().startswith("HostName")}
+            os.unlink(path)
+    if addresses:
+        close_ssh_masters(addresses)
 
 
 def remove_slurm_cgroups(patterns: list[str]) -> None:

@@ -1,0 +1,52 @@
+# -*- coding: utf-8 -*-
+# Copyright: hybridhpc.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A host's distro packages in one transaction (module_utils/host_packages.py)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import host_packages
+
+
+def slurm_packages(component, facts, override=None):
+    """One component's package names for this OS (the inventory's override when set)."""
+    try:
+        return host_packages.packages(component, facts, override)
+    except (KeyError, ValueError) as exc:
+        raise AnsibleFilterError("slurm_packages: %s" % exc) from exc
+
+
+def slurm_host_packages(host, groups, host_vars, facts, jwt):
+    """Every package a host needs for the Slurm components its groups give it."""
+    try:
+        return host_packages.host_packages(host_packages.host_components(host, groups, host_vars, jwt), facts, host_vars)
+    except (KeyError, ValueError) as exc:
+        raise AnsibleFilterError("slurm_host_packages: %s" % exc) from exc
+
+
+def slurm_packages_covered(wanted, installed):
+    """True when the host's one transaction already holds every wanted package."""
+    return host_packages.covered(wanted, installed or [])
+
+
+def slurm_packages_newly_installed(result, candidates):
+    """The candidates the install result(s) (apt, dnf; skipped ones count for nothing) installed in this run."""
+    results = result if isinstance(result, list) else [result]
+    found = set()
+    for one in results:
+        found.update(host_packages.newly_installed(one or {}, candidates or []))
+    return sorted(found)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "slurm_packages": slurm_packages,
+            "slurm_host_packages": slurm_host_packages,
+            "slurm_packages_covered": slurm_packages_covered,
+            "slurm_packages_newly_installed": slurm_packages_newly_installed,
+        }

@@ -1,0 +1,52 @@
+# -*- coding: utf-8 -*-
+# Copyright: hybridhpc.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Every configuration file of a host in one step: what changed, and what the daemons must do.
+
+The slurm_config_files module writes a host's files in one round trip (one
+template task per file cost a round trip each). The decisions live here:
+which files differ, whether the slurm.conf change needs a restart or only a
+reconfigure, and what the pending markers say. Markers survive a run that
+fails between the new configuration and the daemons' restart or reconfigure,
+so the next run still applies it (the daemon roles remove them).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import slurm_conf
+
+MARKER_PREFIX = "hybridhpc-pending-"
+MARKERS = ("restart", "reconfigure")
+
+
+def differs(current, wanted):
+    """True when the file's bytes (None: absent) are not the wanted text's."""
+    return current is None or current != wanted.encode("utf-8")
+
+
+def marker_path(directory, name):
+    return os.path.join(directory, MARKER_PREFIX + name)
+
+
+def decide(changed_files, slurm_conf_path, old_conf, new_conf, pending):
+    """What the daemons must do, from this run's changes and the markers already there.
+
+    changed_files: destinations whose content changed now; slurm_conf_path and
+    old_conf/new_conf: the slurm.conf among them and its texts (old_conf None
+    when there was none); pending: markers found (names from MARKERS).
+    Returns (markers to add now, restart_required, config_changed).
+    """
+    changed_now = bool(changed_files)
+    restart_now = bool(
+        slurm_conf_path
+        and slurm_conf_path in changed_files
+        and slurm_conf.needs_restart(old_conf or "", new_conf or "")
+    )
+    add = (["restart"] if restart_now else []) + (["reconfigure"] if changed_now else [])
+    restart_required = restart_now or "restart" in pending
+    config_changed = changed_now or bool(set(pending) & set(MARKERS))
+    return add, restart_required, config_changed

@@ -1,0 +1,148 @@
+# -*- coding: utf-8 -*-
+# Copyright: hybridhpc.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Which distro packages a host needs, from its groups: one transaction per host.
+
+One package transaction per host instead of one per role saves a round trip
+and a package-manager start (about a second each) for every role on every run.
+The names live here only: the roles take theirs from the same table
+(filter slurm_packages), so the transaction and the roles cannot disagree.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+# Component -> package names, per OS family (Ubuntu uses Debian's names).
+PACKAGES = {
+    "Debian": {
+        "munge": ["munge"],
+        "client": ["slurm-client"],
+        "slurmctld": ["slurmctld"],
+        "slurmd": ["slurmd"],
+        "slurmdbd": ["slurmdbd"],
+        "mariadb": ["mariadb-server", "python3-pymysql"],
+        "slurmrestd": ["slurmrestd"],
+        "jwt": ["slurm-wlm-jwt-plugin"],
+    },
+    "RedHat": {
+        "munge": ["munge"],
+        "client": ["slurm"],
+        "slurmctld": ["slurm-slurmctld"],
+        "slurmd": ["slurm-slurmd"],
+        "slurmdbd": ["slurm-slurmdbd"],
+        "mariadb": ["mariadb-server", "python3-PyMySQL"],
+        "slurmrestd": ["slurm-slurmrestd"],
+        # EPEL/OpenHPC build auth/jwt into the main package.
+        "jwt": [],
+    },
+}
+
+# The inventory variable that replaces a component's list (the roles' *_packages).
+OVERRIDES = {
+    "munge": "munge_packages",
+    "client": "slurm_common_packages",
+    "slurmctld": "slurmctld_packages",
+    "slurmd": "slurmd_packages",
+    "slurmdbd": "slurmdbd_packages",
+    "mariadb": "slurmdbd_mariadb_packages",
+    "slurmrestd": "slurmrestd_packages",
+    "jwt": "slurmrestd_jwt_packages",
+}
+
+LOCAL_DATABASE = ("localhost", "127.0.0.1")
+
+
+def family(facts):
+    """The table's OS family for these facts (Debian, RedHat); ValueError if none."""
+    for name in (facts.get("distribution"), facts.get("os_family")):
+        if name in PACKAGES:
+            return name
+    if facts.get("distribution") == "Ubuntu":
+        return "Debian"
+    raise ValueError(
+        "no package names for %s (os_family %s): set the *_packages variables of the roles"
+        % (facts.get("distribution"), facts.get("os_family"))
+    )
+
+
+def packages(component, facts, override=None):
+    """One component's package names: the inventory's override, else the table's."""
+    if override:
+        return list(override)
+    return list(PACKAGES[family(facts)][component])
+
+
+def host_components(host, groups, host_vars, jwt):
+    """The components a host runs, from its groups (slurm_common's client tools on every host).
+
+    `jwt` is whether the host's cluster uses auth/jwt: the plugin goes where
+    tokens are made or checked (slurmctld, slurmdbd, slurmrestd hosts).
+    `host_vars` gives slurmdbd_manage_mariadb / slurmdbd_storage_host when the
+    inventory sets them (the slurmdbd role's defaults: MariaDB is managed when
+    the database is local).
+    """
+    def member(group):
+        return host in (groups.get(group) or [])
+
+    components = ["client"]
+    for daemon in ("slurmctld", "slurmdbd", "slurmd", "slurmrestd"):
+        if member(daemon):
+            components.append(daemon)
+    if member("slurmdbd"):
+        manage = host_vars.get("slurmdbd_manage_mariadb")
+        if manage is None:
+            manage = host_vars.get("slurmdbd_storage_host", "localhost") in LOCAL_DATABASE
+        if _true(manage):
+            components.append("mariadb")
+    if jwt and (member("slurmctld") or member("slurmdbd") or member("slurmrestd")):
+        components.append("jwt")
+    return components
+
+
+def host_packages(components, facts, host_vars):
+    """The sorted, de-duplicated package names of these components (inventory overrides applied)."""
+    names = set()
+    for component in components:
+        names.update(packages(component, facts, host_vars.get(OVERRIDES[component])))
+    return sorted(names)
+
+
+def covered(wanted, installed):
+    """True when every wanted package is in the host's transaction (the role's own install is then skipped)."""
+    return bool(installed) and set(wanted) <= set(installed)
+
+
+def _true(value):
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+def newly_installed(result, candidates):
+    """Which candidate packages the install `result` (apt or dnf/yum) installed now.
+
+    The daemon roles use it to tell a first start (the daemon starts with the
+    new configuration: no restart, no reconfigure) from a change to a running
+    daemon. apt reports "Setting up <name>:<arch> (<version>)" lines, or "Inst
+    <name>" in check mode; dnf reports "Installed: <name>-<version>".
+    """
+    if not result or not result.get("changed"):
+        return []
+    names = set()
+    for line in (result.get("stdout") or "").splitlines():
+        words = line.split()
+        if len(words) >= 2 and (words[0:2] == ["Setting", "up"] or words[0] == "Inst"):
+            word = words[2] if words[0] == "Setting" and len(words) > 2 else words[1]
+            names.add(word.split(":", 1)[0])
+    found = [c for c in candidates if c in names]
+    for entry in result.get("results") or []:
+        if not isinstance(entry, str):
+            continue
+        for prefix in ("Installed: ", "Installed "):
+            if entry.startswith(prefix):
+                # name-[epoch:]version-release.arch
+                name = entry[len(prefix):].strip().rsplit("-", 2)[0]
+                if name in candidates and name not in found:
+                    found.append(name)
+    return sorted(set(found))

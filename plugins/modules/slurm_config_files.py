@@ -1,0 +1,234 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: hybridhpc.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: slurm_config_files
+short_description: Write every configuration file of a host in one step, and say what the daemons must do
+description:
+  - Creates the directories, then writes each file whose content or attributes differ (atomically), in one
+    round trip instead of one template task per file.
+  - With O(slurm_conf), tells a change that needs a daemon restart from one that C(scontrol reconfigure) applies,
+    by comparing the old and the new slurm.conf.
+  - With O(markers_dir), records that decision in marker files that survive a failed run, and reports the
+    markers left by an earlier one; the daemon roles remove them once the restart or reconfigure happened.
+  - Render the content on the Ansible controller (for example with the C(ansible.builtin.template) lookup).
+version_added: 0.2.0
+author:
+  - hybridhpc.slurm developers (@hybridhpc)
+options:
+  directories:
+    description: Directories to create (or fix) before the files.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: The directory.
+        type: path
+        required: true
+      owner:
+        description: Owner.
+        type: str
+        default: root
+      group:
+        description: Group.
+        type: str
+        default: root
+      mode:
+        description: Octal mode, as a string.
+        type: str
+        default: "0755"
+  files:
+    description: The files.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      dest:
+        description: The file.
+        type: path
+        required: true
+      content:
+        description: Its text (shown in diffs). Give exactly one of O(files[].content) and O(files[].secret_content).
+        type: str
+      secret_content:
+        description: Its text when it holds a secret (a database password); never logged, never diffed.
+        type: str
+      owner:
+        description: Owner.
+        type: str
+        default: root
+      group:
+        description: Group.
+        type: str
+        default: root
+      mode:
+        description: Octal mode, as a string.
+        type: str
+        default: "0644"
+  slurm_conf:
+    description: The slurm.conf among O(files) (its old and new text decide restart or reconfigure).
+    type: path
+  markers_dir:
+    description: Where the pending restart/reconfigure markers live (for example /var/lib/slurm).
+    type: path
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: partial
+    details: Secret files are never diffed.
+"""
+
+EXAMPLES = r"""
+- name: Render every Slurm file of this host in one step
+  hybridhpc.slurm.slurm_config_files:
+    directories:
+      - {path: /etc/slurm}
+      - {path: /var/log/slurm, owner: slurm, group: slurm, mode: "0750"}
+    files:
+      - dest: /etc/slurm/slurm.conf
+        content: "{{ lookup('ansible.builtin.template', 'slurm.conf.j2') }}"
+      - dest: /etc/slurm/cgroup.conf
+        content: "{{ lookup('ansible.builtin.template', 'cgroup.conf.j2') }}"
+    slurm_conf: /etc/slurm/slurm.conf
+    markers_dir: /var/lib/slurm
+  register: slurm_files
+"""
+
+RETURN = r"""
+changed_files:
+  description: The files whose content changed (or would, in check mode).
+  returned: always
+  type: list
+  elements: str
+restart_required:
+  description: The daemons must restart (a key reconfigure cannot apply changed, now or in an interrupted run).
+  returned: always
+  type: bool
+config_changed:
+  description: The daemons must re-read their files (restart or reconfigure), now or since an interrupted run.
+  returned: always
+  type: bool
+"""
+
+import os
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_files
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return None
+
+
+def _write(module, dest, text):
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest) or ".", prefix=".slurm_config_files.")
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8"))
+        module.atomic_move(tmp, dest)
+    except Exception as exc:  # noqa: BLE001 -- never echo the content, only the path
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        module.fail_json(msg="could not write %s: %s" % (dest, exc))
+
+
+def _attributes(module, path, spec, changed):
+    args = module.load_file_common_arguments(dict(path=path, owner=spec["owner"], group=spec["group"], mode=spec["mode"]))
+    if module.check_mode and not os.path.exists(path):
+        return True
+    return module.set_fs_attributes_if_different(args, changed)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            directories=dict(type="list", elements="dict", default=[], options=dict(
+                path=dict(type="path", required=True),
+                owner=dict(type="str", default="root"),
+                group=dict(type="str", default="root"),
+                mode=dict(type="str", default="0755"),
+            )),
+            files=dict(type="list", elements="dict", default=[], options=dict(
+                dest=dict(type="path", required=True),
+                content=dict(type="str"),
+                secret_content=dict(type="str", no_log=True),
+                owner=dict(type="str", default="root"),
+                group=dict(type="str", default="root"),
+                mode=dict(type="str", default="0644"),
+            ), required_one_of=[("content", "secret_content")], mutually_exclusive=[("content", "secret_content")]),
+            slurm_conf=dict(type="path"),
+            markers_dir=dict(type="path"),
+        ),
+        supports_check_mode=True,
+    )
+    changed = False
+    for spec in module.params["directories"]:
+        path = spec["path"]
+        if not os.path.isdir(path):
+            changed = True
+            if not module.check_mode:
+                os.makedirs(path)
+        changed = _attributes(module, path, spec, changed) or changed
+
+    changed_files, diffs = [], []
+    old_conf = new_conf = None
+    for spec in module.params["files"]:
+        dest = spec["dest"]
+        secret = spec["secret_content"] is not None
+        text = spec["secret_content"] if secret else spec["content"]
+        current = _read(dest)
+        if dest == module.params["slurm_conf"]:
+            old_conf = current.decode("utf-8", "replace") if current is not None else None
+            new_conf = text
+        if config_files.differs(current, text):
+            changed_files.append(dest)
+            if module._diff and not secret:
+                diffs.append(dict(
+                    before_header=dest, after_header=dest,
+                    before=current.decode("utf-8", "replace") if current is not None else "", after=text,
+                ))
+            if not module.check_mode:
+                _write(module, dest, text)
+        changed = _attributes(module, dest, spec, changed) or changed
+    changed = changed or bool(changed_files)
+
+    restart_required = config_changed = False
+    markers_dir = module.params["markers_dir"]
+    if markers_dir:
+        pending = [m for m in config_files.MARKERS if os.path.exists(config_files.marker_path(markers_dir, m))]
+        add, restart_required, config_changed = config_files.decide(
+            changed_files, module.params["slurm_conf"], old_conf, new_conf, pending)
+        for name in add:
+            if name in pending or module.check_mode:
+                continue
+            path = config_files.marker_path(markers_dir, name)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+            os.close(fd)
+            changed = True
+
+    result = dict(changed=changed, changed_files=changed_files,
+                  restart_required=restart_required, config_changed=config_changed)
+    if module._diff and diffs:
+        result["diff"] = diffs
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

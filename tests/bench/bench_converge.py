@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Converge benchmark: how long site.yml takes, cold and as a no-op, and how it grows.
+
+Each case brings up its own lab containers (lab/labctl.py, image cached), runs
+playbooks/site.yml twice, and removes the containers:
+  cold:  the first run on fresh containers (packages downloaded and installed);
+  no-op: the second run, which must report changed=0 on every host (else the
+         case fails: a fast run that changes things proves nothing).
+
+Cases (--cases picks some):
+  federated5-ssh     the 5-host federated lab of `make lab` (inventories/lab), over SSH (the lab default);
+  federated5-docker  the same over the docker connection;
+  single3            one cluster, 1 controller (slurmctld + slurmdbd) + 2 compute nodes;
+  scale3/9/17        1 controller + 3, 9 and 17 compute nodes: seconds per added node,
+                     cold and no-op (least-squares slope over the three sizes).
+
+Results: .cache/bench/converge.json and a table on stdout. Lab-only; talks only
+to the lab's containers (and, inside them, to the Debian archive for packages).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+LABCTL = ROOT / "lab" / "labctl.py"
+OUT = ROOT / ".cache" / "bench" / "converge.json"
+WORK = ROOT / ".cache" / "bench" / "converge-inventories"
+RECAP = re.compile(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+ALL_CASES = ["federated5-ssh", "federated5-docker", "single3", "scale3", "scale9", "scale17"]
+
+
+def log(msg: str) -> None:
+    print(f"bench: {msg}", flush=True)
+
+
+def run(cmd: list, env: dict | None = None, timeout: float = 3600) -> subprocess.CompletedProcess:
+    return subprocess.run([str(c) for c in cmd], cwd=ROOT, env=env, text=True, capture_output=True,
+                          check=False, timeout=timeout)
+
+
+def lab_image() -> str:
+    tag_file = ROOT / ".lab-image"
+    tag = tag_file.read_text().strip() if tag_file.exists() else ""
+    if not tag or run(["docker", "image", "inspect", tag]).returncode != 0:
+        sys.exit("bench: no lab image; run `make image` first")
+    return tag
+
+
+def one_cluster_inventory(name: str, computes: int) -> Path:
+    """A one-cluster lab inventory (the lab's group_vars/all.yml beside it) for `computes` nodes."""
+    lab = yaml.safe_load((ROOT / "inventories" / "lab" / "hosts.yml").read_text())
+    connection = {k: v for k, v in lab["all"]["vars"].items() if k.startswith("ansible_")}
+    ctl = f"bench-{name}-ctl1"
+    nodes = {f"bench-{name}-c{i}": {"lab_profile": "compute"} for i in range(1, computes + 1)}
+    inventory = {"all": {
+        "vars": {**connection, "lab_networks": [f"hybridhpc-bench-{name}"], "slurm_cluster_name": "bench"},
+        "children": {
+            "slurmctld": {"hosts": {ctl: None}},
+            "slurmdbd": {"hosts": {ctl: None}},
+            "slurmd": {"hosts": nodes},
+        },
+    }}
+    directory = WORK / name
+    if directory.exists():
+        shutil.rmtree(directory)
+    (directory / "group_vars").mkdir(parents=True)
+    (directory / "hosts.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
+    shutil.copy(ROOT / "inventories" / "lab" / "group_vars" / "all.yml", directory / "group_vars" / "all.yml")
+    return directory / "hosts.yml"
+
+
+def converge(inventory: Path, env: dict) -> tuple[float, dict[str, int], str]:
+    start = time.monotonic()
+    playbook = shutil.which("ansible-playbook", path=env.get("PATH")) or str(ROOT / ".venv" / "bin" / "ansible-playbook")
+    res = run([playbook, "-i", inventory, "playbooks/site.yml"], env=env)
+    elapsed = time.monotonic() - start
+    if res.returncode != 0:
+        tail = "\n".join(res.stdout.splitlines()[-40:])
+        raise RuntimeError(f"site.yml failed on {inventory}:\n{tail}\n{res.stderr[-2000:]}")
+    changed = {m.group(1): int(m.group(2)) for m in RECAP.finditer(res.stdout)}
+    return elapsed, changed, res.stdout
+
+
+def measure(case: str, inventory: Path, connection: str, image: str) -> dict:
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
+    env.pop("HYBRIDHPC_LAB_CONNECTION", None)
+    if connection == "docker":
+        env["HYBRIDHPC_LAB_CONNECTION"] = "docker"
+    run([sys.executable, LABCTL, "down", "--inventory", inventory])
+    up = run([sys.executable, LABCTL, "up", "--inventory", inventory, "--image", image], timeout=900)
+    if up.returncode != 0:
+        raise RuntimeError(f"labctl up failed for {case}: {up.stderr[-2000:]}")
+    try:
+        # A fresh fact cache too: the first run must gather everything.
+        shutil.rmtree(ROOT / ".cache" / "facts", ignore_errors=True)
+        cold, cold_changed, _ = converge(inventory, env)
+        log(f"{case}: cold {cold:.1f} s")
+        noop, noop_changed, out = converge(inventory, env)
+        log(f"{case}: no-op {noop:.1f} s, changed {sum(noop_changed.values())}")
+        drift = {h: c for h, c in noop_changed.items() if c}
+        if drift:
+            raise RuntimeError(f"{case}: the second run changed {drift}; a no-op must report changed=0\n"
+                               + "\n".join(out.splitlines()[-60:]))
+        slurm_hosts = len(noop_changed)
+        return {"case": case, "connection": connection, "slurm_hosts": slurm_hosts,
+                "cold_s": round(cold, 1), "noop_s": round(noop, 1),
+                "cold_changed": sum(cold_changed.values())}
+    finally:
+        down = run([sys.executable, LABCTL, "down", "--inventory", inventory], timeout=600)
+        if down.returncode != 0:
+            log(f"labctl down failed for {case}: {down.stderr[-500:]}")
+
+
+def slope(points: list[tuple[int, float]]) -> float | None:
+    """Least-squares seconds per added node."""
+    if len(points) < 2:
+        return None
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    den = sum((x - mx) ** 2 for x, _ in points)
+    return round(sum((x - mx) * (y - my) for x, y in points) / den, 2) if den else None
+
+
+def table(report: dict) -> str:
+    lines = [f"{'case':20} {'conn':7} {'hosts':>5} {'cold s':>8} {'no-op s':>8}"]
+    for r in report["cases"]:
+        lines.append(f"{r['case']:20} {r['connection']:7} {r['slurm_hosts']:>5} {r['cold_s']:>8} {r['noop_s']:>8}")
+    per = report.get("per_added_compute_node")
+    if per:
+        lines.append(f"per added compute node: cold {per['cold_s']} s, no-op {per['noop_s']} s")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", default=",".join(ALL_CASES), help="comma-separated subset of: " + ", ".join(ALL_CASES))
+    args = parser.parse_args()
+    cases = [c for c in args.cases.split(",") if c]
+    unknown = sorted(set(cases) - set(ALL_CASES))
+    if unknown:
+        sys.exit(f"bench: unknown cases {unknown}; known: {ALL_CASES}")
+    image = lab_image()
+    report = {"machine": {"cpus": os.cpu_count()}, "image": image, "cases": []}
+    for case in cases:
+        if case.startswith("federated5"):
+            inventory, connection = ROOT / "inventories" / "lab" / "hosts.yml", case.split("-")[1]
+        elif case == "single3":
+            inventory, connection = one_cluster_inventory("single3", 2), "ssh"
+        else:
+            inventory, connection = one_cluster_inventory(case, int(case[len("scale"):])), "ssh"
+        log(f"{case}: {connection}, inventory {inventory.relative_to(ROOT)}")
+        report["cases"].append(measure(case, inventory, connection, image))
+    scale = [(r["slurm_hosts"] - 1, r) for r in report["cases"] if r["case"].startswith("scale")]
+    if len(scale) >= 2:
+        report["per_added_compute_node"] = {
+            "cold_s": slope([(n, r["cold_s"]) for n, r in scale]),
+            "noop_s": slope([(n, r["noop_s"]) for n, r in scale]),
+        }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(report, indent=2) + "\n")
+    print(table(report))
+    log(f"report in {OUT.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

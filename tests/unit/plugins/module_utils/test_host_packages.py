@@ -1,0 +1,96 @@
+# Copyright: hybridhpc.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One package transaction per host: which packages, and which ones a run installed."""
+
+from __future__ import absolute_import, division, print_function  # noqa: UP010
+
+__metaclass__ = type  # noqa: UP001
+
+import pytest
+
+from ansible_collections.hybridhpc.slurm.plugins.filter.host_packages import (
+    FilterModule,
+    slurm_packages_newly_installed,
+)
+from ansible_collections.hybridhpc.slurm.plugins.module_utils.host_packages import (
+    covered,
+    host_components,
+    host_packages,
+    newly_installed,
+    packages,
+)
+
+DEBIAN = {"distribution": "Debian", "os_family": "Debian"}
+UBUNTU = {"distribution": "Ubuntu", "os_family": "Debian"}
+ROCKY = {"distribution": "Rocky", "os_family": "RedHat"}
+GROUPS = {
+    "slurmctld": ["onprem-ctl1", "cloud-ctl1"],
+    "slurmdbd": ["onprem-ctl1"],
+    "slurmd": ["onprem-c1", "cloud-c1"],
+    "slurmrestd": ["onprem-ctl1"],
+}
+
+
+def test_each_host_gets_the_packages_of_its_groups():
+    assert host_packages(host_components("onprem-ctl1", GROUPS, {}, True), DEBIAN, {}) == [
+        "mariadb-server", "python3-pymysql", "slurm-client", "slurm-wlm-jwt-plugin", "slurmctld", "slurmdbd", "slurmrestd",
+    ]
+    assert host_packages(host_components("onprem-c1", GROUPS, {}, True), DEBIAN, {}) == ["slurm-client", "slurmd"]
+    assert host_packages(host_components("cloud-ctl1", GROUPS, {}, False), DEBIAN, {}) == ["slurm-client", "slurmctld"]
+
+
+def test_the_jwt_plugin_goes_only_where_tokens_are_made_or_checked():
+    assert "jwt" in host_components("cloud-ctl1", GROUPS, {}, True)
+    assert "jwt" not in host_components("onprem-c1", GROUPS, {}, True)
+
+
+def test_mariadb_only_with_a_local_database():
+    assert "mariadb" not in host_components("onprem-ctl1", GROUPS, {"slurmdbd_storage_host": "db.example.org"}, False)
+    assert "mariadb" in host_components("onprem-ctl1", GROUPS, {"slurmdbd_storage_host": "127.0.0.1"}, False)
+    assert "mariadb" not in host_components("onprem-ctl1", GROUPS, {"slurmdbd_manage_mariadb": "false"}, False)
+    assert "mariadb" in host_components("onprem-ctl1", GROUPS, {"slurmdbd_manage_mariadb": True,
+                                                                "slurmdbd_storage_host": "db.example.org"}, False)
+
+
+def test_inventory_overrides_replace_a_component_names():
+    names = host_packages(host_components("onprem-c1", GROUPS, {}, False), DEBIAN, {"slurmd_packages": ["slurmd-custom"]})
+    assert names == ["slurm-client", "slurmd-custom"]
+
+
+def test_names_per_os_family():
+    assert packages("slurmd", ROCKY) == ["slurm-slurmd"]
+    assert packages("slurmd", UBUNTU) == ["slurmd"]
+    assert packages("jwt", ROCKY) == []
+    with pytest.raises(ValueError, match="set the \\*_packages variables"):
+        packages("slurmd", {"distribution": "Archlinux", "os_family": "Archlinux"})
+
+
+def test_a_role_skips_its_install_only_when_the_transaction_holds_all_of_it():
+    assert covered(["slurmd"], ["slurm-client", "slurmd"])
+    assert not covered(["slurmd", "extra"], ["slurm-client", "slurmd"])
+    assert not covered(["slurmd"], [])
+
+
+APT_STDOUT = """Reading package lists...
+Setting up slurm-client (24.11.5-4) ...
+Setting up slurmd:amd64 (24.11.5-4) ...
+Setting up libmunge2:amd64 (0.5.16-1) ...
+"""
+
+
+def test_newly_installed_reads_apt_dnf_and_check_mode_output():
+    wanted = ["slurm-client", "slurmd", "slurmctld"]
+    assert newly_installed({"changed": True, "stdout": APT_STDOUT}, wanted) == ["slurm-client", "slurmd"]
+    assert newly_installed({"changed": True, "stdout": "Inst slurmctld (24.11.5-4 Debian:13)\n"}, wanted) == ["slurmctld"]
+    dnf = {"changed": True, "results": ["Installed: slurm-slurmd-24.11.5-1.el9.x86_64"]}
+    assert newly_installed(dnf, ["slurm-slurmd", "slurm"]) == ["slurm-slurmd"]
+    assert newly_installed({"changed": False, "stdout": APT_STDOUT}, wanted) == []
+
+
+def test_the_filter_merges_results_and_ignores_skipped_ones():
+    results = [{"changed": False, "skipped": True}, {"changed": True, "stdout": APT_STDOUT}]
+    assert slurm_packages_newly_installed(results, ["slurmd"]) == ["slurmd"]
+    assert slurm_packages_newly_installed({}, ["slurmd"]) == []
+    assert set(FilterModule().filters()) == {
+        "slurm_packages", "slurm_host_packages", "slurm_packages_covered", "slurm_packages_newly_installed",
+    }

@@ -1,0 +1,143 @@
+# Copyright: hybridhpc.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""slurm_config_files: a host's files in one step, the restart/reconfigure decision and its markers.
+
+Runs the module on real files in a temporary directory (owner and group: the
+user running the tests).
+"""
+
+from __future__ import absolute_import, division, print_function  # noqa: UP010
+
+__metaclass__ = type  # noqa: UP001
+
+import grp
+import json
+import os
+import pwd
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.common.text.converters import to_bytes
+
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_files
+from ansible_collections.hybridhpc.slurm.plugins.modules import slurm_config_files
+
+USER = pwd.getpwuid(os.getuid()).pw_name
+GROUP = grp.getgrgid(os.getgid()).gr_name
+CONF = "ClusterName=a\nSlurmctldHost=ctl1\nSlurmctldPort=6817\nSlurmdTimeout=60\n"
+
+
+class Done(Exception):
+    pass
+
+
+@pytest.fixture
+def run_module(monkeypatch):
+    def finish(self, **kwargs):
+        raise Done(kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", finish)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", lambda self, **kw: finish(self, failed=True, **kw))
+
+    def run(args, check_mode=False, diff=False):
+        module_args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
+        monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": module_args})))
+        with pytest.raises(Done) as outcome:
+            slurm_config_files.main()
+        return outcome.value.args[0]
+
+    return run
+
+
+def args(tmp_path, conf=CONF, gres="Name=gpu\n", secret=None):
+    files = [
+        {"dest": str(tmp_path / "etc" / "slurm.conf"), "content": conf, "owner": USER, "group": GROUP},
+        {"dest": str(tmp_path / "etc" / "gres.conf"), "content": gres, "owner": USER, "group": GROUP},
+    ]
+    if secret is not None:
+        files.append({"dest": str(tmp_path / "etc" / "slurmdbd.conf"), "secret_content": secret,
+                      "owner": USER, "group": GROUP, "mode": "0600"})
+    return {
+        "directories": [{"path": str(tmp_path / "etc"), "owner": USER, "group": GROUP},
+                        {"path": str(tmp_path / "state"), "owner": USER, "group": GROUP}],
+        "files": files,
+        "slurm_conf": str(tmp_path / "etc" / "slurm.conf"),
+        "markers_dir": str(tmp_path / "state"),
+    }
+
+
+def markers(tmp_path):
+    return sorted(p.name for p in (tmp_path / "state").iterdir())
+
+
+def test_first_run_writes_everything_and_asks_for_a_restart(run_module, tmp_path):
+    result = run_module(args(tmp_path))
+    assert result["changed"] and result["restart_required"] and result["config_changed"]
+    assert (tmp_path / "etc" / "slurm.conf").read_text() == CONF
+    assert oct((tmp_path / "etc" / "gres.conf").stat().st_mode & 0o777) == "0o644"
+    assert markers(tmp_path) == ["hybridhpc-pending-reconfigure", "hybridhpc-pending-restart"]
+
+
+def test_a_second_run_changes_nothing_while_the_markers_still_say_what_is_pending(run_module, tmp_path):
+    run_module(args(tmp_path))
+    again = run_module(args(tmp_path))
+    assert not again["changed"] and again["changed_files"] == []
+    # A run that failed before the daemons applied the change: the markers keep it.
+    assert again["restart_required"] and again["config_changed"]
+    for marker in (tmp_path / "state").iterdir():
+        marker.unlink()
+    clean = run_module(args(tmp_path))
+    assert not clean["changed"] and not clean["restart_required"] and not clean["config_changed"]
+
+
+def test_a_reconfigure_key_changes_without_a_restart(run_module, tmp_path):
+    run_module(args(tmp_path))
+    for marker in (tmp_path / "state").iterdir():
+        marker.unlink()
+    result = run_module(args(tmp_path, conf=CONF.replace("SlurmdTimeout=60", "SlurmdTimeout=120")))
+    assert result["changed_files"] == [str(tmp_path / "etc" / "slurm.conf")]
+    assert result["config_changed"] and not result["restart_required"]
+    assert markers(tmp_path) == ["hybridhpc-pending-reconfigure"]
+    port = run_module(args(tmp_path, conf=CONF.replace("6817", "6900")))
+    assert port["restart_required"]
+
+
+def test_a_companion_file_change_is_a_reconfigure(run_module, tmp_path):
+    run_module(args(tmp_path))
+    for marker in (tmp_path / "state").iterdir():
+        marker.unlink()
+    result = run_module(args(tmp_path, gres="Name=gpu Count=2\n"), diff=True)
+    assert result["config_changed"] and not result["restart_required"]
+    assert result["diff"] == [{"before_header": str(tmp_path / "etc" / "gres.conf"),
+                               "after_header": str(tmp_path / "etc" / "gres.conf"),
+                               "before": "Name=gpu\n", "after": "Name=gpu Count=2\n"}]
+
+
+def test_check_mode_writes_nothing(run_module, tmp_path):
+    result = run_module(args(tmp_path), check_mode=True)
+    assert result["changed"] and result["restart_required"]
+    assert not (tmp_path / "etc").exists()
+
+
+def test_secrets_are_written_0600_and_never_diffed(run_module, tmp_path):
+    result = run_module(args(tmp_path, secret="StoragePass=hunter2\n"), diff=True)
+    secret = tmp_path / "etc" / "slurmdbd.conf"
+    assert secret.read_text() == "StoragePass=hunter2\n"
+    assert oct(secret.stat().st_mode & 0o777) == "0o600"
+    assert "hunter2" not in json.dumps(result)
+
+
+def test_attributes_are_fixed_without_a_content_change(run_module, tmp_path):
+    run_module(args(tmp_path))
+    os.chmod(tmp_path / "etc" / "gres.conf", 0o600)
+    result = run_module(args(tmp_path))
+    assert result["changed"] and result["changed_files"] == []
+    assert oct((tmp_path / "etc" / "gres.conf").stat().st_mode & 0o777) == "0o644"
+
+
+def test_decide_without_markers_dir_inputs():
+    assert config_files.decide([], "/etc/slurm/slurm.conf", CONF, CONF, []) == ([], False, False)
+    assert config_files.decide(["/etc/slurm/gres.conf"], "/etc/slurm/slurm.conf", CONF, CONF, ["restart"]) == (
+        ["reconfigure"], True, True)
+    assert config_files.differs(None, "")
+    assert not config_files.differs(b"x\n", "x\n")
