@@ -7,6 +7,8 @@ SUDO=""
 need_pkgs=()
 command -v dockerd >/dev/null 2>&1 || need_pkgs+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need_pkgs+=(debootstrap)
+# The lab is reached over SSH (lab/labctl.py makes the key and ssh_config).
+command -v ssh-keygen >/dev/null 2>&1 || need_pkgs+=(openssh-client)
 python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkgs+=(python3-venv)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   echo "lab: installing ${need_pkgs[*]}" >&2

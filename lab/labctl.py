@@ -222,8 +222,9 @@ def close_ssh_masters(addresses: set[str] | None = None) -> None:
 
 def ssh_setup(hosts: dict[str, dict]) -> None:
     if not shutil.which("ssh-keygen"):
-        log("ssh-keygen missing (apt-get install openssh-client): the lab is reachable through docker only")
-        return
+        if os.environ.get("HYBRIDHPC_LAB_CONNECTION") == "docker":
+            return
+        sys.exit("lab: ssh-keygen missing: apt-get install openssh-client (or HYBRIDHPC_LAB_CONNECTION=docker)")
     pub = ssh_key()
     write_ssh_config()
     for host, hvars in hosts.items():

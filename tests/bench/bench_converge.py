@@ -1,4 +1,5 @@
-#!/usr/bin/env python3
+# Copyright: hybridhpc.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Converge benchmark: how long site.yml takes, cold and as a no-op, and how it grows.
 
 Each case brings up its own lab containers (lab/labctl.py, image cached), runs
@@ -104,7 +105,7 @@ def measure(case: str, inventory: Path, connection: str, image: str) -> dict:
     try:
         # A fresh fact cache too: the first run must gather everything.
         shutil.rmtree(ROOT / ".cache" / "facts", ignore_errors=True)
-        cold, cold_changed, _ = converge(inventory, env)
+        cold, cold_changed, _output = converge(inventory, env)
         log(f"{case}: cold {cold:.1f} s")
         noop, noop_changed, out = converge(inventory, env)
         log(f"{case}: no-op {noop:.1f} s, changed {sum(noop_changed.values())}")
@@ -127,9 +128,9 @@ def slope(points: list[tuple[int, float]]) -> float | None:
     if len(points) < 2:
         return None
     n = len(points)
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    den = sum((x - mx) ** 2 for x, _ in points)
+    mx = sum(x for x, _y in points) / n
+    my = sum(y for _x, y in points) / n
+    den = sum((x - mx) ** 2 for x, _y in points)
     return round(sum((x - mx) * (y - my) for x, y in points) / den, 2) if den else None
 
 
