@@ -74,7 +74,7 @@ def packages(component, facts, override=None):
 
 
 def host_components(host, groups, host_vars, jwt):
-    """The components a host runs, from its groups (slurm_common's client tools on every host).
+    """The components a host runs, from its groups (MUNGE and the client tools on every host).
 
     `jwt` is whether the host's cluster uses auth/jwt: the plugin goes where
     tokens are made or checked (slurmctld, slurmdbd, slurmrestd hosts).
@@ -85,7 +85,9 @@ def host_components(host, groups, host_vars, jwt):
     def member(group):
         return host in (groups.get(group) or [])
 
-    components = ["client"]
+    # MUNGE too: auth/munge is how every Slurm host here authenticates (site.yml
+    # creates the munge account first, then the munge role installs the key).
+    components = ["munge", "client"]
     for daemon in ("slurmctld", "slurmdbd", "slurmd", "slurmrestd"):
         if member(daemon):
             components.append(daemon)

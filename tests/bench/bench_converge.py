@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -37,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LABCTL = ROOT / "lab" / "labctl.py"
 OUT = ROOT / ".cache" / "bench" / "converge.json"
 WORK = ROOT / ".cache" / "bench" / "converge-inventories"
+LOGS = ROOT / ".cache" / "bench" / "converge-logs"
 RECAP = re.compile(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 ALL_CASES = ["federated5-ssh", "federated5-docker", "single3", "scale3", "scale9", "scale17"]
 
@@ -81,16 +83,28 @@ def one_cluster_inventory(name: str, computes: int) -> Path:
     return directory / "hosts.yml"
 
 
-def converge(inventory: Path, env: dict) -> tuple[float, dict[str, int], str]:
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def converge(inventory: Path, env: dict, log_name: str) -> tuple[float, float, dict[str, int], str]:
+    """Run site.yml; (seconds, controller CPU seconds, changed per host, output). The output is kept in LOGS."""
+    cpu = children_cpu()
     start = time.monotonic()
     playbook = shutil.which("ansible-playbook", path=env.get("PATH")) or str(ROOT / ".venv" / "bin" / "ansible-playbook")
     res = run([playbook, "-i", inventory, "playbooks/site.yml"], env=env)
     elapsed = time.monotonic() - start
+    # ansible-playbook, its workers and ssh: the Ansible controller's share of
+    # the machine (the containers' own CPU is not in it).
+    cpu = children_cpu() - cpu
+    LOGS.mkdir(parents=True, exist_ok=True)
+    (LOGS / log_name).write_text(res.stdout + res.stderr)
     if res.returncode != 0:
         tail = "\n".join(res.stdout.splitlines()[-40:])
         raise RuntimeError(f"site.yml failed on {inventory}:\n{tail}\n{res.stderr[-2000:]}")
     changed = {m.group(1): int(m.group(2)) for m in RECAP.finditer(res.stdout)}
-    return elapsed, changed, res.stdout
+    return elapsed, cpu, changed, res.stdout
 
 
 def measure(case: str, inventory: Path, connection: str, image: str) -> dict:
@@ -105,9 +119,9 @@ def measure(case: str, inventory: Path, connection: str, image: str) -> dict:
     try:
         # A fresh fact cache too: the first run must gather everything.
         shutil.rmtree(ROOT / ".cache" / "facts", ignore_errors=True)
-        cold, cold_changed, _output = converge(inventory, env)
+        cold, cold_cpu, cold_changed, _output = converge(inventory, env, f"{case}-cold.log")
         log(f"{case}: cold {cold:.1f} s")
-        noop, noop_changed, out = converge(inventory, env)
+        noop, noop_cpu, noop_changed, out = converge(inventory, env, f"{case}-noop.log")
         log(f"{case}: no-op {noop:.1f} s, changed {sum(noop_changed.values())}")
         drift = {h: c for h, c in noop_changed.items() if c}
         if drift:
@@ -116,6 +130,7 @@ def measure(case: str, inventory: Path, connection: str, image: str) -> dict:
         slurm_hosts = len(noop_changed)
         return {"case": case, "connection": connection, "slurm_hosts": slurm_hosts,
                 "cold_s": round(cold, 1), "noop_s": round(noop, 1),
+                "cold_controller_cpu_s": round(cold_cpu, 1), "noop_controller_cpu_s": round(noop_cpu, 1),
                 "cold_changed": sum(cold_changed.values())}
     finally:
         down = run([sys.executable, LABCTL, "down", "--inventory", inventory], timeout=600)
@@ -135,9 +150,10 @@ def slope(points: list[tuple[int, float]]) -> float | None:
 
 
 def table(report: dict) -> str:
-    lines = [f"{'case':20} {'conn':7} {'hosts':>5} {'cold s':>8} {'no-op s':>8}"]
+    lines = [f"{'case':20} {'conn':7} {'hosts':>5} {'cold s':>8} {'no-op s':>8} {'no-op ctl cpu s':>16}"]
     for r in report["cases"]:
-        lines.append(f"{r['case']:20} {r['connection']:7} {r['slurm_hosts']:>5} {r['cold_s']:>8} {r['noop_s']:>8}")
+        lines.append(f"{r['case']:20} {r['connection']:7} {r['slurm_hosts']:>5} {r['cold_s']:>8} {r['noop_s']:>8}"
+                     f" {r['noop_controller_cpu_s']:>16}")
     per = report.get("per_added_compute_node")
     if per:
         lines.append(f"per added compute node: cold {per['cold_s']} s, no-op {per['noop_s']} s")

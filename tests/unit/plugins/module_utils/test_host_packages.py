@@ -33,10 +33,10 @@ GROUPS = {
 
 def test_each_host_gets_the_packages_of_its_groups():
     assert host_packages(host_components("onprem-ctl1", GROUPS, {}, True), DEBIAN, {}) == [
-        "mariadb-server", "python3-pymysql", "slurm-client", "slurm-wlm-jwt-plugin", "slurmctld", "slurmdbd", "slurmrestd",
+        "mariadb-server", "munge", "python3-pymysql", "slurm-client", "slurm-wlm-jwt-plugin", "slurmctld", "slurmdbd", "slurmrestd",
     ]
-    assert host_packages(host_components("onprem-c1", GROUPS, {}, True), DEBIAN, {}) == ["slurm-client", "slurmd"]
-    assert host_packages(host_components("cloud-ctl1", GROUPS, {}, False), DEBIAN, {}) == ["slurm-client", "slurmctld"]
+    assert host_packages(host_components("onprem-c1", GROUPS, {}, True), DEBIAN, {}) == ["munge", "slurm-client", "slurmd"]
+    assert host_packages(host_components("cloud-ctl1", GROUPS, {}, False), DEBIAN, {}) == ["munge", "slurm-client", "slurmctld"]
 
 
 def test_the_jwt_plugin_goes_only_where_tokens_are_made_or_checked():
@@ -54,7 +54,7 @@ def test_mariadb_only_with_a_local_database():
 
 def test_inventory_overrides_replace_a_component_names():
     names = host_packages(host_components("onprem-c1", GROUPS, {}, False), DEBIAN, {"slurmd_packages": ["slurmd-custom"]})
-    assert names == ["slurm-client", "slurmd-custom"]
+    assert names == ["munge", "slurm-client", "slurmd-custom"]
 
 
 def test_names_per_os_family():

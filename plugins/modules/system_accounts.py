@@ -1,0 +1,125 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: hybridhpc.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: system_accounts
+short_description: System users and their groups with fixed ids, several in one step
+description:
+  - For each account, makes a system group with O(accounts[].gid) and a system user with O(accounts[].uid) in it
+    (no home directory created), or fixes the ids, home and shell of existing ones with groupmod/usermod.
+  - One call for every service account of a host (munge, slurm) instead of a group and a user task each.
+  - Run it before installing the packages that would otherwise create the accounts with whatever id is free.
+version_added: 0.2.0
+author:
+  - hybridhpc.slurm developers (@hybridhpc)
+options:
+  accounts:
+    description: The accounts.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      name:
+        description: User and group name.
+        type: str
+        required: true
+      uid:
+        description: User id, the same on every node.
+        type: int
+        required: true
+      gid:
+        description: Group id, the same on every node.
+        type: int
+        required: true
+      home:
+        description: Home directory (never created).
+        type: str
+        default: /nonexistent
+      shell:
+        description: Login shell.
+        type: str
+        default: /usr/sbin/nologin
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: MUNGE's and Slurm's accounts before their packages
+  hybridhpc.slurm.system_accounts:
+    accounts:
+      - {name: munge, uid: 64029, gid: 64029}
+      - {name: slurm, uid: 64030, gid: 64030}
+"""
+
+RETURN = r"""
+commands:
+  description: The commands run (or that would run, in check mode).
+  returned: always
+  type: list
+  elements: list
+"""
+
+import grp
+import pwd
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.hybridhpc.slurm.plugins.module_utils.system_accounts import plan
+
+
+def _group(name):
+    try:
+        entry = grp.getgrnam(name)
+    except KeyError:
+        return None
+    return entry.gr_name, entry.gr_gid
+
+
+def _user(name):
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        return None
+    return entry.pw_uid, entry.pw_gid, entry.pw_dir, entry.pw_shell
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            accounts=dict(type="list", elements="dict", required=True, options=dict(
+                name=dict(type="str", required=True),
+                uid=dict(type="int", required=True),
+                gid=dict(type="int", required=True),
+                home=dict(type="str", default="/nonexistent"),
+                shell=dict(type="str", default="/usr/sbin/nologin"),
+            )),
+        ),
+        supports_check_mode=True,
+    )
+    done = []
+    for account in module.params["accounts"]:
+        commands = plan(account, _group(account["name"]), _user(account["name"]))
+        for argv in commands:
+            done.append(argv)
+            if module.check_mode:
+                continue
+            argv = [module.get_bin_path(argv[0], required=True)] + argv[1:]
+            rc, _out, err = module.run_command(argv)
+            if rc != 0:
+                module.fail_json(msg="%s failed (rc %d): %s" % (" ".join(argv), rc, err.strip()), commands=done)
+    module.exit_json(changed=bool(done), commands=done)
+
+
+if __name__ == "__main__":
+    main()
