@@ -42,6 +42,11 @@ def slurm_packages_newly_installed(result, candidates):
     return sorted(found)
 
 
+def slurm_packages_fresh(wanted, own_install, fresh_packages):
+    """Whether a role's packages were installed in this run (its own install result, or the host's transaction)."""
+    return host_packages.fresh(wanted or [], own_install, fresh_packages)
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -49,4 +54,5 @@ class FilterModule(object):
             "slurm_host_packages": slurm_host_packages,
             "slurm_packages_covered": slurm_packages_covered,
             "slurm_packages_newly_installed": slurm_packages_newly_installed,
+            "slurm_packages_fresh": slurm_packages_fresh,
         }

@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import tempfile
 
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import slurm_conf
 
@@ -26,6 +27,24 @@ MARKERS = ("restart", "reconfigure")
 def differs(current, wanted):
     """True when the file's bytes (None: absent) are not the wanted text's."""
     return current is None or current != wanted.encode("utf-8")
+
+
+def write_atomically(module, path, data, prefix):
+    """Write bytes to path through a 0600 temporary file in its directory and an atomic move.
+
+    Never puts the content in an error: secret_file and slurm_config_files
+    (secret files included) fail with the path and the error only.
+    """
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=prefix)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        module.atomic_move(tmp, path)
+    except Exception as exc:  # noqa: BLE001 -- report any write failure without the content
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        module.fail_json(msg="could not write %s: %s" % (path, exc))
 
 
 def marker_path(directory, name):

@@ -148,3 +148,14 @@ def newly_installed(result, candidates):
                 if name in candidates and name not in found:
                     found.append(name)
     return sorted(set(found))
+
+
+def fresh(wanted, own_result, fresh_list):
+    """True when a role's packages were installed in this run, by its own task or by the host's transaction.
+
+    A daemon installed now starts with the new configuration: its role
+    neither restarts nor reconfigures it (and in check mode it is not there to start).
+    """
+    if (own_result or {}).get("changed"):
+        return True
+    return any(name in (fresh_list or []) for name in wanted)

@@ -75,10 +75,10 @@ size:
 import base64
 import binascii
 import hashlib
-import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_files
 
 
 def _file_sha256(path):
@@ -111,17 +111,7 @@ def main():
     result = dict(changed=False, path=path, sha256=wanted, size=len(data))
 
     if content_changed and not module.check_mode:
-        directory = os.path.dirname(path) or "."
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".secret_file.")
-        try:
-            os.fchmod(fd, 0o600)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            module.atomic_move(tmp, path)
-        except Exception as exc:  # noqa: BLE001 -- report any write failure without the secret
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            module.fail_json(msg="could not write %s: %s" % (path, exc))
+        config_files.write_atomically(module, path, data, ".secret_file.")
 
     file_args = module.load_file_common_arguments(
         dict(path=path, owner=module.params["owner"], group=module.params["group"], mode=module.params["mode"])

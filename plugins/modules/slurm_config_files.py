@@ -121,7 +121,6 @@ config_changed:
 """
 
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -134,19 +133,6 @@ def _read(path):
             return handle.read()
     except (IOError, OSError):
         return None
-
-
-def _write(module, dest, text):
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest) or ".", prefix=".slurm_config_files.")
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8"))
-        module.atomic_move(tmp, dest)
-    except Exception as exc:  # noqa: BLE001 -- never echo the content, only the path
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        module.fail_json(msg="could not write %s: %s" % (dest, exc))
 
 
 def _attributes(module, path, spec, changed):
@@ -205,7 +191,7 @@ def main():
                     before=current.decode("utf-8", "replace") if current is not None else "", after=text,
                 ))
             if not module.check_mode:
-                _write(module, dest, text)
+                config_files.write_atomically(module, dest, text.encode("utf-8"), ".slurm_config_files.")
         changed = _attributes(module, dest, spec, changed) or changed
     changed = changed or bool(changed_files)
 

@@ -14,6 +14,7 @@ from ansible_collections.hybridhpc.slurm.plugins.filter.host_packages import (
 )
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.host_packages import (
     covered,
+    fresh,
     host_components,
     host_packages,
     newly_installed,
@@ -93,4 +94,12 @@ def test_the_filter_merges_results_and_ignores_skipped_ones():
     assert slurm_packages_newly_installed({}, ["slurmd"]) == []
     assert set(FilterModule().filters()) == {
         "slurm_packages", "slurm_host_packages", "slurm_packages_covered", "slurm_packages_newly_installed",
+        "slurm_packages_fresh",
     }
+
+
+def test_a_role_is_fresh_when_it_or_the_transaction_installed_its_packages_now():
+    assert fresh(["slurmd"], {"changed": True}, [])
+    assert fresh(["slurmd"], {"changed": False, "skipped": True}, ["munge", "slurmd"])
+    assert not fresh(["slurmd"], {"changed": False, "skipped": True}, ["munge"])
+    assert not fresh(["slurmd"], {}, None)
