@@ -16,7 +16,7 @@ export PY_COLORS ?= 0
 LAB_INVENTORY ?= inventories/lab/hosts.yml
 LAB_CTL := onprem-ctl1
 
-.PHONY: lab lab-down lab-status test lint sanity unit integration molecule bench bench-converge build ee-context deps docker image clean
+.PHONY: lab lab-down lab-status test lint sanity unit integration molecule bench bench-power bench-converge build ee-context deps docker image clean
 
 $(VENV)/.stamp: requirements-dev.txt
 	@echo "make: python venv with pinned tools"
@@ -41,7 +41,7 @@ lab: docker deps image
 	@echo "make: lab containers"
 	@$(PY) lab/labctl.py up --inventory $(LAB_INVENTORY) --image $$(cat .lab-image)
 	@echo "make: ansible-playbook playbooks/site.yml (lab)"
-	@$(BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/site.yml
+	@HYBRIDHPC_LAB_IMAGE=$$(cat .lab-image) $(BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/site.yml
 	@lab/smoke.sh $(LAB_CTL)
 	@echo "make: lab is up (make lab-down removes it); a second 'make lab' re-runs site.yml, expecting changed=0"
 
@@ -57,7 +57,7 @@ test: docker deps image lint sanity unit integration molecule
 lint: deps
 	@echo "make: ansible-lint (production profile), yamllint, ruff, antsibull-changelog lint"
 	@$(BIN)/ansible-lint --profile production --offline
-	@$(BIN)/ruff check plugins tests lab extensions
+	@$(BIN)/ruff check plugins tests lab extensions roles/copilot/files/copilot roles/power_save/files/hybridhpc_power
 	@$(BIN)/antsibull-changelog lint
 
 sanity: deps
@@ -65,14 +65,15 @@ sanity: deps
 	@tests/sanity.sh
 
 unit: deps
-	@echo "make: pytest unit tests (plugins, roles' templates, the copilot, the Kubernetes API double)"
-	@$(BIN)/pytest -q --basetemp=$(ROOT)/.cache/pytest-unit tests/unit roles/copilot/files/copilot/tests tests/k8s_double
+	@echo "make: pytest unit tests (plugins, roles' templates, the copilot, the Kubernetes API double, hybridhpc-power)"
+	@$(BIN)/pytest -q --basetemp=$(ROOT)/.cache/pytest-unit tests/unit roles/copilot/files/copilot/tests tests/k8s_double \
+	  roles/power_save/files/hybridhpc_power/tests
 
 integration: deps image
 	@echo "make: pytest integration tests (bad inventories, AWX through ansible-runner on its own lab)"
 	@$(BIN)/pytest -q --basetemp=$(ROOT)/.cache/pytest-integration tests/integration
 
-MOLECULE_SCENARIOS ?= default single_node federation colocation lifecycle
+MOLECULE_SCENARIOS ?= default single_node federation burst colocation lifecycle
 
 molecule: deps image
 	@for s in $(MOLECULE_SCENARIOS); do \
@@ -82,10 +83,17 @@ molecule: deps image
 	  echo "make: molecule scenario $$s passed in $$(( $$(date +%s) - start ))s"; \
 	done
 
-bench: deps
+bench: deps bench-power
 	@$(PY) tests/bench/bench_hostlist.py
 	@echo "make: copilot daemon at 1,000 and 10,000 GenericNodes (a few minutes; report in .cache/bench/copilot.json)"
 	@$(PY) tests/bench/bench_copilot.py
+
+# Cloud burst: the aws provider resuming and suspending 1,000 nodes against
+# moto's EC2 server on loopback (API calls), the reconciler with 10,000 cloud
+# nodes, and (when the lab is up: make lab) submit to RUNNING on a powered-down
+# lab node. Report in .cache/bench/power.json.
+bench-power: deps
+	@$(PY) tests/bench/bench_power.py
 
 # site.yml cold and no-op on lab containers: the federated lab over SSH and
 # over docker, a 3-host cluster, and 3/9/17 compute nodes (seconds per added

@@ -7,10 +7,10 @@ here="$(cd "$(dirname "$0")" && pwd)"
 mirror="${HYBRIDHPC_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 # v2: openssh-server, so the lab can be reached over SSH like production hosts.
 rootfs_tag="hybridhpc/debian-trixie-rootfs:v2"
-inputs_hash="$(cat "$here/image/Dockerfile" "$here/image/debian.sources" "$here/image/lab-ssh-hostkeys.service" "$0" | sha256sum | cut -c1-12)"
+inputs_hash="$(cat "$here/image/Dockerfile" "$here/image/debian.sources" "$here/image/lab-ssh-hostkeys.service" "$here/image/node/Dockerfile" "$0" | sha256sum | cut -c1-12)"
 image="hybridhpc/slurm-lab:trixie-${inputs_hash}"
 
-if docker image inspect "$image" >/dev/null 2>&1; then
+if docker image inspect "$image" >/dev/null 2>&1 && docker image inspect "${image/slurm-lab:/slurm-lab-node:}" >/dev/null 2>&1; then
   echo "$image"
   exit 0
 fi
@@ -29,6 +29,15 @@ if ! docker image inspect "$rootfs_tag" >/dev/null 2>&1; then
   tar -C "$work/rootfs" -c . | docker import - "$rootfs_tag" >/dev/null
 fi
 
-echo "lab: building $image" >&2
-docker build -q --build-arg "BASE=$rootfs_tag" -t "$image" "$here/image" >/dev/null
+node_image="hybridhpc/slurm-lab-node:trixie-${inputs_hash}"
+if ! docker image inspect "$image" >/dev/null 2>&1; then
+  echo "lab: building $image" >&2
+  docker build -q --build-arg "BASE=$rootfs_tag" -t "$image" "$here/image" >/dev/null
+fi
+# The elastic nodes' image (lab/image/node): named like the lab image, so
+# whoever knows one knows the other (inventories/lab derives it).
+if ! docker image inspect "$node_image" >/dev/null 2>&1; then
+  echo "lab: building $node_image (MUNGE and slurmd for elastic nodes, about a minute)" >&2
+  docker build -q --build-arg "BASE=$image" -t "$node_image" "$here/image/node" >/dev/null
+fi
 echo "$image"

@@ -38,6 +38,8 @@ SSH_DIR = os.path.expanduser("~/.cache/hybridhpc/lab-ssh")
 # routes the peer networks through it. Cutting it cuts the peering.
 ROUTER_FLAGS = ["--sysctl", "net.ipv4.ip_forward=1", "--cap-add", "NET_ADMIN"]
 
+DOCKER_SOCKET = "/var/run/docker.sock"
+
 COMPUTE_FLAGS = [
     "--cap-add", "SYS_ADMIN",
     "--cap-add", "DAC_READ_SEARCH",
@@ -121,6 +123,11 @@ def up(inventory: str, image: str) -> None:
             flags += ["-v", volume]
         if hvars.get("lab_profile") == "compute":
             flags += COMPUTE_FLAGS + loop_devices()
+        # The docker provider of elastic nodes (inventories/lab/group_vars/
+        # cluster_cloud.yml) starts their containers from this host: root on
+        # this machine for whoever holds the socket, so lab only.
+        if hvars.get("lab_docker_socket"):
+            flags += ["-v", f"{DOCKER_SOCKET}:{DOCKER_SOCKET}"]
         if hvars.get("lab_profile") == "router":
             flags += ROUTER_FLAGS
         elif any(h.get("lab_profile") == "router" for h in hosts.values()):
@@ -273,18 +280,25 @@ def down(inventory: str | None = None) -> None:
     if inventory:
         hosts = load_hosts(inventory)
         names = [h for h in hosts if container_state(h) is not None]
+        nets = {n for v in hosts.values() for n in (v.get("lab_networks") or [DEFAULT_NETWORK])}
+        # Elastic nodes a provider started on this inventory's networks (not inventory hosts).
+        elastic = sorted({
+            name for net in nets
+            for name in docker("ps", "-a", "--filter", f"label={LABEL}", "--filter", f"network={net}",
+                               "--format", "{{.Names}}", check=False).stdout.split()
+        } - set(names))
+        names += elastic
         if names:
             log(f"removing {len(names)} containers")
             docker("rm", "-f", *names)
         forget_ssh_hosts(list(hosts))
-        nets = {n for v in hosts.values() for n in (v.get("lab_networks") or [DEFAULT_NETWORK])}
         for net in sorted(nets):
             if docker("network", "inspect", net, check=False).returncode == 0:
                 docker("network", "rm", net, check=False)
         volumes = {v.split(":", 1)[0] for h in hosts.values() for v in (h.get("lab_volumes") or [])}
         for volume in sorted(volumes):
             docker("volume", "rm", "-f", volume, check=False)
-        remove_slurm_cgroups(["/sys/fs/cgroup/*/slurm_%s" % h for h in hosts])
+        remove_slurm_cgroups(["/sys/fs/cgroup/*/slurm_%s" % h for h in list(hosts) + elastic])
         return
     names = docker("ps", "-aq", "--filter", f"label={LABEL}").stdout.split()
     if names:

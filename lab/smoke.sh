@@ -30,3 +30,17 @@ cloudjob=$(run sbatch -M cloud --parsable --wrap hostname | cut -d';' -f1)
 wait_completed "$cloudjob" -Mcloud
 run sacct -M cloud -X -j "$cloudjob" -o JobID,JobName,Cluster,NodeList,State
 echo "lab: sbatch -M cloud job $cloudjob COMPLETED"
+# The cloud cluster's elastic nodes are powered down (idle~) until a job needs
+# one: this job asks for one (Features=dynamic), slurmctld resumes it, the
+# docker provider starts its container, and the job shows CF until it runs.
+echo "lab: sinfo -M cloud (elastic nodes idle~ until needed)"
+run sinfo -M cloud
+dynjob=$(run sbatch -M cloud --parsable --constraint=dynamic --wrap 'hostname; sleep 2' | cut -d';' -f1)
+echo "lab: submitted job $dynjob to a powered-down cloud node"
+for _ in $(seq 10); do
+  run squeue -M cloud -h -j "$dynjob" -o '%i %T %N' || true
+  sleep 1
+done
+wait_completed "$dynjob" -Mcloud
+run sacct -M cloud -X -j "$dynjob" -o JobID,JobName,Cluster,NodeList,State
+echo "lab: job $dynjob COMPLETED on a node that powered up for it; it powers down after SuspendTime"

@@ -28,7 +28,9 @@ subprocess.check_call([sys.executable, "-m", "pip", "install", "--disable-pip-ve
 PY
 fi
 py="$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
-# lab/ and extensions/ are test tooling; the copilot is a standalone Python 3.11
-# package (not Ansible plugin code) shipped as role files, linted by ruff.
+# lab/ and extensions/ are test tooling; the copilot and hybridhpc-power are
+# standalone Python 3.11 packages (not Ansible plugin code) shipped as role
+# files, linted by ruff.
 exec ansible-test sanity --venv --requirements --python "$py" --color no \
-  --exclude lab/ --exclude extensions/ --exclude roles/copilot/files/copilot/ "$@"
+  --exclude lab/ --exclude extensions/ --exclude roles/copilot/files/copilot/ \
+  --exclude roles/power_save/files/hybridhpc_power/ "$@"

@@ -21,6 +21,11 @@ def slurm_cluster_actions(controllers, members, play_hosts, hostvars):
     return cluster_plan.cluster_actions(controllers, members, play_hosts, cluster_plan.member_states(members, hostvars))
 
 
+def slurm_cluster_restart_required(controllers, hostvars):
+    """Whether the cluster's controllers' new slurm.conf needs a restart (configless members follow them)."""
+    return cluster_plan.controllers_restart(controllers, cluster_plan.member_states(controllers, hostvars))
+
+
 def slurm_nodes_leaving(running, records):
     """Nodes slurmctld runs that the new node records drop (to drain and empty before the reconfigure)."""
     if isinstance(running, str):
@@ -39,5 +44,6 @@ class FilterModule(object):
             "slurm_cluster_members": slurm_cluster_members,
             "slurm_cluster_actions": slurm_cluster_actions,
             "slurm_nodes_leaving": slurm_nodes_leaving,
+            "slurm_cluster_restart_required": slurm_cluster_restart_required,
             "slurm_cluster_renamed_from": slurm_cluster_renamed_from,
         }

@@ -125,6 +125,16 @@ def member_states(members, hostvars):
     return states
 
 
+def controllers_restart(controllers, states):
+    """Whether a configless member must restart: some controller's new slurm.conf needs a restart.
+
+    Configless compute nodes keep no slurm.conf to compare, so they follow
+    their controllers (``states`` as for cluster_actions; controllers this run
+    did not reach do not count).
+    """
+    return any(states[c].get("restart_required") for c in controllers or [] if c in states)
+
+
 def _truthy(value):
     # set_fact of a folded Jinja expression gives a bool, or the text "True"/"False".
     if isinstance(value, str):

@@ -22,6 +22,8 @@ import json
 import os
 import re
 
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import elastic
+from ansible_collections.hybridhpc.slurm.plugins.module_utils.hostlist import HostlistError, expand
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr import (
     normalize_features,
     validate_cluster_name,
@@ -642,7 +644,35 @@ def upgrade_problems(inputs):
     return problems
 
 
+def elastic_inputs_problems(inputs):
+    """A cluster's elastic node sets, power saving and configless mode (module_utils/elastic.py)."""
+    static = list(inputs.get("compute_hosts") or [])
+    for record in inputs.get("slurm_nodes") or []:
+        name = _lower(record).get("nodename") if isinstance(record, dict) else None
+        if name and name != "DEFAULT":
+            try:
+                static += expand(name if isinstance(name, str) else ",".join(name))
+            except HostlistError:
+                pass  # slurm_common's checks report it
+    return elastic.elastic_problems(
+        inputs.get("slurm_elastic_nodesets") or [], inputs.get("slurm_power_save"), inputs.get("slurm_configless"),
+        static, inputs.get("slurm_partitions"))
+
+
+def power_save_role_problems(inputs):
+    """The power_save role's own variables."""
+    problems = []
+    for var in ("power_save_reconcile_interval", "power_save_failed_retry_after", "power_save_resume_grace"):
+        _int_var(inputs, var, problems, 1, None, "seconds")
+    for var in ("power_save_log_file", "power_save_queue_dir", "power_save_state_dir", "power_save_environment_file"):
+        if var in inputs:
+            _absolute(inputs[var], var, problems, allow_empty=var == "power_save_environment_file")
+    return problems
+
+
 ROLE_CHECKS = {
+    "elastic": elastic_inputs_problems,
+    "power_save": power_save_role_problems,
     "munge": munge_problems,
     "slurm_common": slurm_common_problems,
     "slurm_node": slurm_node_problems,

@@ -72,6 +72,13 @@ options:
         description: Octal mode, as a string.
         type: str
         default: "0644"
+  absent:
+    description:
+      - Files that must not exist (removed when present), for example slurm.conf on a compute node of a configless
+        cluster, where a stale copy would mislead the Slurm commands run there.
+    type: list
+    elements: path
+    default: []
   slurm_conf:
     description: The slurm.conf among O(files) (its old and new text decide restart or reconfigure).
     type: path
@@ -105,6 +112,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+removed_files:
+  description: The files of O(absent) that were removed (or would be, in check mode).
+  returned: always
+  type: list
+  elements: str
 changed_files:
   description: The files whose content changed (or would, in check mode).
   returned: always
@@ -159,6 +171,7 @@ def main():
                 group=dict(type="str", default="root"),
                 mode=dict(type="str", default="0644"),
             ), required_one_of=[("content", "secret_content")], mutually_exclusive=[("content", "secret_content")]),
+            absent=dict(type="list", elements="path", default=[]),
             slurm_conf=dict(type="path"),
             markers_dir=dict(type="path"),
         ),
@@ -193,7 +206,13 @@ def main():
             if not module.check_mode:
                 config_files.write_atomically(module, dest, text.encode("utf-8"), ".slurm_config_files.")
         changed = _attributes(module, dest, spec, changed) or changed
-    changed = changed or bool(changed_files)
+    removed = [path for path in module.params["absent"] if os.path.lexists(path)]
+    for path in removed:
+        if module._diff:
+            diffs.append(dict(before_header=path, after_header=path, before="(present)\n", after="(absent)\n"))
+        if not module.check_mode:
+            os.unlink(path)
+    changed = changed or bool(changed_files) or bool(removed)
 
     restart_required = config_changed = False
     markers_dir = module.params["markers_dir"]
@@ -209,7 +228,7 @@ def main():
             os.close(fd)
             changed = True
 
-    result = dict(changed=changed, changed_files=changed_files,
+    result = dict(changed=changed, changed_files=changed_files, removed_files=removed,
                   restart_required=restart_required, config_changed=config_changed)
     if module._diff and diffs:
         result["diff"] = diffs

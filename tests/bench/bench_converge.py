@@ -108,7 +108,8 @@ def converge(inventory: Path, env: dict, log_name: str) -> tuple[float, float, d
 
 
 def measure(case: str, inventory: Path, connection: str, image: str) -> dict:
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
+    # HYBRIDHPC_LAB_IMAGE: the lab's elastic nodes start from the node image named after it.
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", HYBRIDHPC_LAB_IMAGE=image)
     env.pop("HYBRIDHPC_LAB_CONNECTION", None)
     if connection == "docker":
         env["HYBRIDHPC_LAB_CONNECTION"] = "docker"

@@ -159,6 +159,23 @@ CASES = {
     "newline in a copilot_config value": (inventory(copilot_config={"drain_sync": "a\nb"}), "copilot_config.drain_sync"),
     "copilot_metrics_port out of range": (inventory(copilot_metrics_port=70000), "copilot_metrics_port: 70000 is not a TCP port"),
     "copilot namespace Kubernetes refuses": (inventory(copilot_cluster_namespace="Slurm_NS"), "copilot_cluster_namespace: 'Slurm_NS'"),
+    # elastic node sets (cloud burst) and power_save
+    "elastic node set without RealMemory": (
+        inventory(slurm_elastic_nodesets=[{"name": "dy", "nodes": "bad-dy-[1-4]", "node": {"CPUs": 1}, "provider": "aws",
+                                           "options": {"region": "eu-west-1", "launch_template": "lt"}}]),
+        "slurm_elastic_nodesets[0].node.RealMemory: missing"),
+    "elastic nodes named like an always-on node": (
+        inventory(slurm_elastic_nodesets=[{"name": "dy", "nodes": "bad-c[2-3]", "node": {"CPUs": 1, "RealMemory": 100},
+                                           "provider": "command",
+                                           "options": {"resume_command": ["/bin/up"], "suspend_command": ["/bin/down"]}}]),
+        "bad-c2 is also an always-on node"),
+    "power saving key that is not one": (inventory(slurm_power_save={"SuspendTimeout": 30, "SlurmctldDebug": 3}),
+                                         "slurm_power_save.SlurmctldDebug: not a power saving key"),
+    "power_save reconcile interval of 0": (
+        inventory(power_save_reconcile_interval=0,
+                  slurm_elastic_nodesets=[{"name": "dy", "nodes": "bad-dy-[1-4]", "node": {"CPUs": 1, "RealMemory": 100},
+                                           "provider": "docker", "options": {"image": "i", "network": "n"}}]),
+        "power_save_reconcile_interval: 0 must be seconds"),
     # ack_operator
     "ack_operator_kubeconfig that does not exist": (
         inventory(ack_operator_kubeconfig="/nonexistent/ack-kubeconfig"), "ack_operator_kubeconfig: /nonexistent/ack-kubeconfig does not exist"),

@@ -141,3 +141,19 @@ def test_decide_without_markers_dir_inputs():
         ["reconfigure"], True, True)
     assert config_files.differs(None, "")
     assert not config_files.differs(b"x\n", "x\n")
+
+
+def test_absent_files_are_removed_once_without_asking_the_daemons_for_anything(run_module, tmp_path):
+    """A compute node that turns configless drops the copy file-based mode left; slurmctld serves it now."""
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "slurm.conf").write_text(CONF)
+    absent = {"absent": [str(etc / "slurm.conf"), str(etc / "gres.conf")], "markers_dir": str(tmp_path)}
+    check = run_module(absent, check_mode=True, diff=True)
+    assert check["changed"] and check["removed_files"] == [str(etc / "slurm.conf")]
+    assert (etc / "slurm.conf").exists()
+    first = run_module(absent)
+    assert first["changed"] and not (etc / "slurm.conf").exists()
+    assert not first["config_changed"] and not first["restart_required"]
+    second = run_module(absent)
+    assert not second["changed"] and second["removed_files"] == []
