@@ -39,7 +39,7 @@ PROVIDERS = ("docker", "aws", "command")
 # Options each provider cannot do without (the tool checks the rest).
 PROVIDER_REQUIRED = {
     "docker": ("image", "network"),
-    "aws": ("region", "launch_template"),
+    "aws": ("region", "launch_template", "munge_key_parameter"),
     "command": ("resume_command", "suspend_command"),
 }
 # The programs slurmctld runs (as SlurmUser) for power saving: each only

@@ -162,7 +162,7 @@ CASES = {
     # elastic node sets (cloud burst) and power_save
     "elastic node set without RealMemory": (
         inventory(slurm_elastic_nodesets=[{"name": "dy", "nodes": "bad-dy-[1-4]", "node": {"CPUs": 1}, "provider": "aws",
-                                           "options": {"region": "eu-west-1", "launch_template": "lt"}}]),
+                                           "options": {"region": "eu-west-1", "launch_template": "lt", "munge_key_parameter": "/k"}}]),
         "slurm_elastic_nodesets[0].node.RealMemory: missing"),
     "elastic nodes named like an always-on node": (
         inventory(slurm_elastic_nodesets=[{"name": "dy", "nodes": "bad-c[2-3]", "node": {"CPUs": 1, "RealMemory": 100},

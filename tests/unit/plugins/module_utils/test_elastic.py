@@ -46,6 +46,7 @@ def test_valid_inputs_have_no_problems():
     (dockerset(provider="gcp"), "provider: 'gcp' is not one of docker, aws, command"),
     (dockerset(options={"network": "n"}), "options.image: the docker provider needs it"),
     (dockerset(provider="aws", options={"region": "eu-west-1"}), "options.launch_template: the aws provider needs it"),
+    (dockerset(provider="aws", options={"region": "r", "launch_template": "lt"}), "options.munge_key_parameter: the aws provider needs it"),
     (dockerset(provider="command", options={"resume_command": "up.sh", "suspend_command": ["/bin/down"]}),
      "options.resume_command: give the command as a list whose first item is an absolute path"),
     (dockerset(options={"image": "i", "network": "n", "aws_secret_access_key": "x"}), "secrets do not belong"),
@@ -154,3 +155,30 @@ def test_configless_compute_nodes_follow_their_controllers_restart():
     assert controllers_restart(["ctl1"], states) is False
     # A controller this run did not reach does not count.
     assert controllers_restart(["ctl3"], states) is False
+
+
+def test_the_programs_slurm_conf_names_are_the_ones_the_role_installs():
+    import pathlib
+
+    import yaml
+
+    role_vars = pathlib.Path(__file__).resolve().parents[4] / "roles" / "power_save" / "vars" / "main.yml"
+    installed = yaml.safe_load(role_vars.read_text())["__power_save_programs"]
+    assert sorted(installed.values()) == sorted(elastic.PROGRAMS.values())
+    assert installed["resume"] == elastic.PROGRAMS["ResumeProgram"]
+    assert installed["suspend"] == elastic.PROGRAMS["SuspendProgram"]
+    assert installed["resume-fail"] == elastic.PROGRAMS["ResumeFailProgram"]
+
+
+def test_file_entries_keep_the_tree_below_the_source_root():
+    from ansible.errors import AnsibleFilterError
+
+    from ansible_collections.hybridhpc.slurm.plugins.filter.elastic import slurm_file_entries
+
+    entries = slurm_file_entries(["/src/pkg/a.py", "/src/pkg/providers/b.py"], ["A", "B"], "/src/pkg", "/opt/x/pkg")
+    assert entries == [{"dest": "/opt/x/pkg/a.py", "content": "A", "mode": "0644"},
+                       {"dest": "/opt/x/pkg/providers/b.py", "content": "B", "mode": "0644"}]
+    with pytest.raises(AnsibleFilterError):
+        slurm_file_entries(["/elsewhere/a.py"], ["A"], "/src/pkg", "/opt")
+    with pytest.raises(AnsibleFilterError):
+        slurm_file_entries(["/src/pkg/a.py"], [], "/src/pkg", "/opt")
