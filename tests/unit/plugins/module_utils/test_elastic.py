@@ -82,6 +82,10 @@ def test_configless_is_the_default_only_with_elastic_nodes():
     assert elastic.configless(False, [dockerset()]) is False
     assert elastic.configless(True, []) is True
     assert elastic.elastic_problems([], {}, "maybe", []) != []
+    # Elastic nodes have no slurm.conf of their own: file-based mode cannot start them.
+    assert any(p.startswith("slurm_configless: false, but the cluster has elastic node sets")
+               for p in elastic.elastic_problems([dockerset()], {}, False, []))
+    assert elastic.elastic_problems([], {}, False, []) == []
 
 
 def test_plan_adds_power_saving_and_cloud_nodes():
