@@ -142,17 +142,23 @@ def _truthy(value):
     return bool(value)
 
 
+def record_node_names(records, expand):
+    """The node names of node records, in record order: each NodeName expanded with ``expand``, DEFAULT skipped."""
+    names = []
+    for record in records or []:
+        name = next((v for k, v in record.items() if str(k).lower() == "nodename"), None)
+        if name and name != "DEFAULT":
+            names.extend(expand(name if isinstance(name, str) else ",".join(name)))
+    return names
+
+
 def nodes_leaving(running, records, expand):
     """Nodes slurmctld runs (``running``: names) that no node record of the new model has, in slurmctld's order.
 
     Those must be drained and emptied of jobs before the new slurm.conf is
     applied: a reconfigure drops them from the cluster, with whatever runs there.
     """
-    kept = set()
-    for record in records or []:
-        name = next((v for k, v in record.items() if k.lower() == "nodename"), None)
-        if name and name != "DEFAULT":
-            kept.update(expand(name if isinstance(name, str) else ",".join(name)))
+    kept = set(record_node_names(records, expand))
     leaving = []
     for name in running or []:  # sinfo -N lists a node once per partition
         if name and name not in kept and name not in leaving:

@@ -29,6 +29,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.hybridhpc.slurm.plugins.module_utils.cluster_plan import record_node_names
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.hostlist import (
     HostlistError,
     compress,
@@ -252,12 +253,7 @@ def _record_names(records):
     """Node names of records (or plain names), hostlist-compressed."""
     names = []
     for record in records or []:
-        if isinstance(record, str):
-            names.extend(expand(record))
-            continue
-        name = next((v for k, v in record.items() if str(k).lower() == "nodename"), None)
-        if name and name != "DEFAULT":
-            names.extend(expand(name if isinstance(name, str) else ",".join(name)))
+        names.extend(expand(record) if isinstance(record, str) else record_node_names([record], expand))
     return [compress(names)] if names else []
 
 

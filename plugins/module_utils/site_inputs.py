@@ -23,6 +23,7 @@ import os
 import re
 
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import elastic
+from ansible_collections.hybridhpc.slurm.plugins.module_utils.cluster_plan import record_node_names
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.hostlist import HostlistError, expand
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr import (
     normalize_features,
@@ -646,14 +647,14 @@ def upgrade_problems(inputs):
 
 def elastic_inputs_problems(inputs):
     """A cluster's elastic node sets, power saving and configless mode (module_utils/elastic.py)."""
-    static = list(inputs.get("compute_hosts") or [])
-    for record in inputs.get("slurm_nodes") or []:
-        name = _lower(record).get("nodename") if isinstance(record, dict) else None
-        if name and name != "DEFAULT":
-            try:
-                static += expand(name if isinstance(name, str) else ",".join(name))
-            except HostlistError:
-                pass  # slurm_common's checks report it
+    def expand_valid(text):
+        try:
+            return expand(text)
+        except HostlistError:
+            return []  # slurm_common's checks report it
+
+    records = [r for r in inputs.get("slurm_nodes") or [] if isinstance(r, dict)]
+    static = list(inputs.get("compute_hosts") or []) + record_node_names(records, expand_valid)
     return elastic.elastic_problems(
         inputs.get("slurm_elastic_nodesets") or [], inputs.get("slurm_power_save"), inputs.get("slurm_configless"),
         static, inputs.get("slurm_partitions"))
