@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from . import names
+from .files import write_atomically
 
 
 @dataclass(frozen=True)
@@ -48,20 +49,7 @@ def write(queue_dir: str, action: str, nodes: Iterable[str], now: float | None =
     nodes = tuple(nodes)
     body = json.dumps({"action": action, "nodes": list(nodes), "at": iso(now), "id": request_id})
     final = os.path.join(queue_dir, "%020d-%s%s" % (int(now * 1e9), request_id, names.REQUEST_SUFFIX))
-    tmp = os.path.join(queue_dir, names.TMP_PREFIX + request_id)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(body)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, final)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomically(final, body, 0o640)
     return Request(action, nodes, now, request_id, final)
 
 

@@ -196,28 +196,27 @@ class Power:
             by_reason.setdefault(slurm_reason, []).append(node)
         self._down_and_power_down(by_reason, names.RESUME)
 
-    def _suspend(self, nodeset: str, nodes: list[str], records: dict) -> None:
-        result = self._call_suspend(nodeset, nodes, names.SUSPEND)
+    def _stop(self, nodeset: str, nodes: list[str], records: dict, action: str) -> None:
+        """Remove the machines of ``nodes`` and log and record each node's outcome under ``action``.
+
+        A machine that could not be removed is only logged: the reconciler
+        removes it later (leaked-machine rule).
+        """
+        result = self._call_suspend(nodeset, nodes, action)
         now = self.clock()
         for node in sorted(set(result.stopped) & set(nodes)):
-            self.log.node(node, names.SUSPEND, "stopped", nodeset=nodeset)
-            state.record(records, node, names.SUSPEND, "stopped", now)
+            self.log.node(node, action, "stopped", nodeset=nodeset)
+            state.record(records, node, action, "stopped", now)
         for node, why in sorted(result.failed.items()):
             if node in nodes and node not in result.stopped:
-                # The reconciler removes the machine later (leaked-machine rule).
-                self.log.node(node, names.SUSPEND, "failed", reason=short(why, LOG_REASON_MAX), nodeset=nodeset)
-                state.record(records, node, names.SUSPEND, "failed", now, reason=short(why, LOG_REASON_MAX))
+                self.log.node(node, action, "failed", reason=short(why, LOG_REASON_MAX), nodeset=nodeset)
+                state.record(records, node, action, "failed", now, reason=short(why, LOG_REASON_MAX))
+
+    def _suspend(self, nodeset: str, nodes: list[str], records: dict) -> None:
+        self._stop(nodeset, nodes, records, names.SUSPEND)
 
     def _resume_fail(self, nodeset: str, nodes: list[str], records: dict) -> None:
-        result = self._call_suspend(nodeset, nodes, names.RESUME_FAIL)
-        now = self.clock()
-        for node in sorted(set(result.stopped) & set(nodes)):
-            self.log.node(node, names.RESUME_FAIL, "stopped", nodeset=nodeset)
-            state.record(records, node, names.RESUME_FAIL, "stopped", now)
-        for node, why in sorted(result.failed.items()):
-            if node in nodes and node not in result.stopped:
-                self.log.node(node, names.RESUME_FAIL, "failed", reason=short(why, LOG_REASON_MAX), nodeset=nodeset)
-                state.record(records, node, names.RESUME_FAIL, "failed", now, reason=short(why, LOG_REASON_MAX))
+        self._stop(nodeset, nodes, records, names.RESUME_FAIL)
         # Slurm 24.11 leaves these nodes DOWN+POWERED_DOWN with its own reason;
         # take them over (only those still so) so the reconciler retries them.
         try:

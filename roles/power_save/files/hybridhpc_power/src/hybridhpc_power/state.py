@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 
+from .files import write_atomically
 from .queue import iso
 
 VERSION = 1
@@ -33,22 +33,9 @@ def load(path: str) -> dict[str, dict]:
 
 def save(path: str, nodes: dict[str, dict]) -> None:
     """Write atomically: a temporary file in the same directory, fsync, rename."""
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".state-", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump({"version": VERSION, "nodes": nodes}, handle, sort_keys=True, separators=(",", ":"))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)  # status runs as any user; the file holds no secret
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    text = json.dumps({"version": VERSION, "nodes": nodes}, sort_keys=True, separators=(",", ":"))
+    write_atomically(path, text, 0o644, ".state-")  # status runs as any user; the file holds no secret
 
 
 def record(nodes: dict[str, dict], node: str, action: str, result: str, now: float, *,

@@ -96,6 +96,7 @@ from typing import Iterable, Mapping, Sequence
 # the i-th name of the expanded tag.
 from hybridhpc_power import names
 from hybridhpc_power._vendor import hostlist
+from hybridhpc_power.files import write_atomically
 from hybridhpc_power.providers.base import Instance, Provider, ProviderError, ResumeResult, Secrets, SuspendResult
 
 LOG = logging.getLogger(__name__)
@@ -625,13 +626,9 @@ class AwsProvider(Provider):
         costs API calls later, never a failed resume: the data stays in memory.
         """
         path = os.path.join(self.state_dir, name)
-        temporary = "%s.%d.tmp" % (path, os.getpid())
         try:
             os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
-            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-                json.dump(data, handle)
-            os.replace(temporary, path)
+            write_atomically(path, json.dumps(data), 0o600, ".%s-" % name)
         except OSError as error:
             LOG.warning("cannot write %s (%s): kept in memory for this run only", path, error)
 
