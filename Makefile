@@ -73,7 +73,7 @@ integration: deps image
 	@echo "make: pytest integration tests (bad inventories, AWX through ansible-runner on its own lab)"
 	@$(BIN)/pytest -q --basetemp=$(ROOT)/.cache/pytest-integration tests/integration
 
-MOLECULE_SCENARIOS ?= default single_node federation burst colocation lifecycle
+MOLECULE_SCENARIOS ?= default single_node federation burst accounting colocation lifecycle
 
 molecule: deps image
 	@for s in $(MOLECULE_SCENARIOS); do \

@@ -28,6 +28,11 @@ def slurm_host_packages(host, groups, host_vars, facts, jwt):
         raise AnsibleFilterError("slurm_host_packages: %s" % exc) from exc
 
 
+def slurm_login_sackd(host, groups, host_vars):
+    """Whether a login host runs sackd (configless cluster, no daemon of its own): it then keeps no slurm.conf."""
+    return host_packages.login_sackd(host, groups, host_vars)
+
+
 def slurm_packages_covered(wanted, installed):
     """True when the host's one transaction already holds every wanted package."""
     return host_packages.covered(wanted, installed or [])
@@ -52,6 +57,7 @@ class FilterModule(object):
         return {
             "slurm_packages": slurm_packages,
             "slurm_host_packages": slurm_host_packages,
+            "slurm_login_sackd": slurm_login_sackd,
             "slurm_packages_covered": slurm_packages_covered,
             "slurm_packages_newly_installed": slurm_packages_newly_installed,
             "slurm_packages_fresh": slurm_packages_fresh,

@@ -13,6 +13,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import elastic
+
 # Component -> package names, per OS family (Ubuntu uses Debian's names).
 PACKAGES = {
     "Debian": {
@@ -24,6 +26,7 @@ PACKAGES = {
         "mariadb": ["mariadb-server", "python3-pymysql"],
         "slurmrestd": ["slurmrestd"],
         "jwt": ["slurm-wlm-jwt-plugin"],
+        "sackd": ["sackd"],
     },
     "RedHat": {
         "munge": ["munge"],
@@ -35,6 +38,7 @@ PACKAGES = {
         "slurmrestd": ["slurm-slurmrestd"],
         # EPEL/OpenHPC build auth/jwt into the main package.
         "jwt": [],
+        "sackd": ["slurm-sackd"],
     },
 }
 
@@ -48,6 +52,7 @@ OVERRIDES = {
     "mariadb": "slurmdbd_mariadb_packages",
     "slurmrestd": "slurmrestd_packages",
     "jwt": "slurmrestd_jwt_packages",
+    "sackd": "slurm_login_sackd_packages",
 }
 
 LOCAL_DATABASE = ("localhost", "127.0.0.1")
@@ -99,7 +104,23 @@ def host_components(host, groups, host_vars, jwt):
             components.append("mariadb")
     if jwt and (member("slurmctld") or member("slurmdbd") or member("slurmrestd")):
         components.append("jwt")
+    if login_sackd(host, groups, host_vars):
+        components.append("sackd")
     return components
+
+
+def login_sackd(host, groups, host_vars):
+    """Whether a login host runs sackd: its cluster is configless and it runs no daemon of its own.
+
+    sackd fetches slurm.conf from slurmctld (--conf-server) for the client
+    commands, as slurmd does on configless compute nodes; a login host that
+    is also a controller, slurmdbd or REST host keeps a local copy instead.
+    """
+    if host not in (groups.get("login") or []):
+        return False
+    if any(host in (groups.get(g) or []) for g in ("slurmctld", "slurmd", "slurmdbd", "slurmrestd")):
+        return False
+    return elastic.configless(host_vars.get("slurm_configless"), host_vars.get("slurm_elastic_nodesets") or [])
 
 
 def host_packages(components, facts, host_vars):

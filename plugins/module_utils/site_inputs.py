@@ -22,7 +22,7 @@ import json
 import os
 import re
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import elastic
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import accounting, elastic
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.cluster_plan import record_node_names
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.hostlist import HostlistError, expand
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr import (
@@ -672,6 +672,7 @@ def power_save_role_problems(inputs):
 
 
 ROLE_CHECKS = {
+    "accounting": accounting.accounting_problems,
     "elastic": elastic_inputs_problems,
     "power_save": power_save_role_problems,
     "munge": munge_problems,

@@ -176,6 +176,17 @@ CASES = {
                   slurm_elastic_nodesets=[{"name": "dy", "nodes": "bad-dy-[1-4]", "node": {"CPUs": 1, "RealMemory": 100},
                                            "provider": "docker", "options": {"image": "i", "network": "n"}}]),
         "power_save_reconcile_interval: 0 must be seconds"),
+    # accounts, users and QoS as code (slurm_accounting) and the policy
+    "user in an account that is not declared": (
+        inventory(slurm_accounts=[{"name": "physics"}], slurm_users=[{"name": "alice", "accounts": ["phisics"]}]),
+        "slurm_users[alice].accounts: account 'phisics' is not in slurm_accounts"),
+    "account default QoS outside its QoS list": (
+        inventory(slurm_qos=[{"name": "short"}], slurm_accounts=[{"name": "physics", "qos": ["short"], "default_qos": "normal"}]),
+        "slurm_accounts[physics].default_qos: 'normal' is not in its qos list"),
+    "QoS limit with a misspelt key": (
+        inventory(slurm_qos=[{"name": "short", "max_jobs_per_users": 1}]), "slurm_qos[short]: unknown keys max_jobs_per_users"),
+    "enforcement value Slurm does not know": (
+        inventory(slurm_accounting_enforce=["associations", "strict"]), "slurm_accounting_enforce: 'strict'"),
     # ack_operator
     "ack_operator_kubeconfig that does not exist": (
         inventory(ack_operator_kubeconfig="/nonexistent/ack-kubeconfig"), "ack_operator_kubeconfig: /nonexistent/ack-kubeconfig does not exist"),
