@@ -714,7 +714,14 @@ def plan_account(current, name, params):
             "clusters: an account needs an association on at least one cluster; use "
             "state=absent to delete it"
         )
-    parent = normalize_name("parent", params.get("parent") or "root")
+    parent = params.get("parent")
+    if parent is not None:
+        parent = normalize_name("parent", parent)
+    else:
+        # Left alone where the account is; new associations get the parent
+        # the account already has (when one), else root.
+        parents = sorted({a["parent"] for a in (current or {}).get("associations", {}).values()})
+        parent = parents[0] if len(parents) == 1 else "root"
     if parent == name:
         raise ValueError(f"parent: account {name!r} cannot be its own parent")
     wanted = normalize_settings(params, ASSOC_SETTINGS)
@@ -746,7 +753,7 @@ def plan_account(current, name, params):
             have = have_assocs[cluster]
             check_default_qos("", wanted, have)
             settings, after = diff_settings(have, wanted, ASSOC_SETTINGS)
-            if have["parent"] != parent:
+            if have["parent"] != parent and params.get("parent") is not None:
                 settings = ["parent=" + parent] + settings
                 after["parent"] = parent
             if settings:
@@ -778,3 +785,222 @@ def diff_view(name, view):
     if view is None:
         return {"name": name, "state": "absent"}
     return dict(view, state="present")
+
+
+def association_argument_spec():
+    """Association options (doc fragment hybridhpc.slurm.sacctmgr.association)."""
+    return {
+        "fairshare": {"type": "raw"},
+        "qos": {"type": "list", "elements": "str"},
+        "default_qos": {"type": "str"},
+        "grp_tres": {"type": "dict"},
+        "grp_jobs": {"type": "int"},
+        "grp_submit_jobs": {"type": "int"},
+        "grp_wall": {"type": "str"},
+        "max_jobs": {"type": "int"},
+        "max_submit_jobs": {"type": "int"},
+        "max_wall": {"type": "str"},
+        "max_tres_per_job": {"type": "dict"},
+    }
+
+
+# --------------------------------------------------------------------------
+# Users
+
+USER_FIELDS = ("User", "AdminLevel", "DefaultAccount", "Cluster", "Account", "Partition")
+ASSOCIATIONS_MODES = ("set", "add")
+
+
+def _assoc_key(view):
+    return (view["cluster"], view["account"], view["partition"])
+
+
+def get_user(runner, name):
+    """The user view (admin level, default account per cluster, associations)."""
+    records = runner.query(["show", "user", "withassoc", "where", "name=" + name], USER_FIELDS)
+    records = [r for r in records if r["User"].lower() == name]
+    if not records:
+        return None
+    assocs = get_assocs(runner, user=name)
+    return user_view(name, records, assocs)
+
+
+def user_view(name, records, assocs):
+    return {
+        "name": name,
+        "admin_level": records[0]["AdminLevel"] or "None",
+        "default_accounts": {r["Cluster"].lower(): r["DefaultAccount"].lower()
+                             for r in records if r["Cluster"]},
+        "associations": [_assoc_public(a) for a in assocs],
+    }
+
+
+def list_users(runner):
+    """Every user view, sorted by name."""
+    records = runner.query(["show", "user", "withassoc"], USER_FIELDS)
+    assocs = [assoc_from_record(r) for r in runner.query(["show", "assoc", "wopl"], ASSOC_FIELDS)]
+    by_user = {}
+    for record in records:
+        by_user.setdefault(record["User"].lower(), []).append(record)
+    users = []
+    for name in sorted(by_user):
+        mine = sorted((a for a in assocs if a["user"] == name),
+                      key=lambda a: (a["cluster"], a["account"], a["partition"]))
+        users.append(user_view(name, by_user[name], mine))
+    return users
+
+
+def _wanted_associations(name, items):
+    """Normalise the ``associations`` option; return {key: (item, settings)}."""
+    wanted = {}
+    for index, item in enumerate(items):
+        if not isinstance(item, dict) or not item.get("account") or not item.get("cluster"):
+            raise ValueError(f"associations[{index}]: account and cluster are required")
+        account = normalize_name(f"associations[{index}].account", item["account"])
+        cluster = normalize_name(f"associations[{index}].cluster", item["cluster"])
+        partition = normalize_name(f"associations[{index}].partition", item["partition"]) \
+            if item.get("partition") else ""
+        prefix = f"associations[{index}] ({account} on {cluster}): "
+        try:
+            settings = normalize_settings(item, ASSOC_SETTINGS)
+            _check_qos_list("", settings)
+            check_default_qos("", settings)
+        except ValueError as err:
+            raise ValueError(prefix + str(err)) from None
+        key = (cluster, account, partition)
+        if key in wanted:
+            raise ValueError(f"{prefix}listed twice (partition {partition or 'none'}): list it once")
+        wanted[key] = (prefix, settings)
+    return wanted
+
+
+def _user_where(name, key):
+    cluster, account, partition = key
+    return ["where", "name=" + name, "account=" + account, "cluster=" + cluster,
+            "partition=" + partition]
+
+
+def plan_user(current, name, params):
+    """Plan the changes that bring user ``name`` to ``params`` (module options).
+
+    Order: add associations (on a cluster new to the user, the default
+    account's association first, so it becomes the default there), modify
+    associations, set default accounts and the admin level, then delete
+    associations (after the default moved away from them).
+    """
+    name = normalize_name("name", name)
+    state = params.get("state") or "present"
+    _check_state(state)
+    only = normalize_names("clusters", params["clusters"]) if params.get("clusters") is not None else None
+    have = {_assoc_key(dict(a, partition=a.get("partition", ""))): a
+            for a in (current or {}).get("associations", [])}
+    have_clusters = sorted({k[0] for k in have})
+
+    if state == "absent":
+        if current is None:
+            return {"changes": [], "after": None}
+        if only is None:
+            return {"changes": [["delete", "user", "where", "name=" + name]], "after": None}
+        gone = [c for c in have_clusters if c in only]
+        changes = [["delete", "user", "where", "name=" + name, "cluster=" + c] for c in gone]
+        left = [a for k, a in have.items() if k[0] not in gone]
+        after = None
+        if left:
+            after = dict(current, associations=left,
+                         default_accounts={c: a for c, a in current["default_accounts"].items()
+                                           if c not in gone})
+        return {"changes": changes, "after": after}
+
+    mode = params.get("associations_mode") or "set"
+    if mode not in ASSOCIATIONS_MODES:
+        raise ValueError(f"associations_mode must be set or add, got {mode!r}")
+    items = params.get("associations")
+    wanted = _wanted_associations(name, items or [])
+    if current is None and not wanted:
+        raise ValueError(
+            f"associations: user {name!r} does not exist yet; list at least one "
+            "association (account and cluster) to create it"
+        )
+    admin = params.get("admin_level")
+    if admin is not None:
+        if str(admin).lower() not in ADMIN_LEVELS:
+            raise ValueError("admin_level must be none, operator or administrator, got {!r}".format(admin))
+        admin = ADMIN_LEVELS[str(admin).lower()]
+    default = normalize_name("default_account", params["default_account"]) \
+        if params.get("default_account") else None
+
+    wanted_clusters = sorted({k[0] for k in wanted})
+    scope = set(wanted_clusters) | set(only or ())
+    removed = [k for k in sorted(have) if mode == "set" and k[0] in scope and k not in wanted]
+    final = set(have) - set(removed) | set(wanted)
+
+    defaults = dict((current or {}).get("default_accounts", {}))
+    if default is not None:
+        for cluster in wanted_clusters:
+            if not any(k[0] == cluster and k[1] == default for k in final):
+                raise ValueError(
+                    f"default_account: {default!r} is not one of the user's accounts on cluster "
+                    f"{cluster!r}; add an association with account {default} on {cluster} or "
+                    "choose one of its accounts"
+                )
+    for cluster, account in sorted(defaults.items()):
+        if (default is None or cluster not in wanted_clusters) and any(k[0] == cluster for k in final) \
+                and not any(k[0] == cluster and k[1] == account for k in final):
+            raise ValueError(
+                f"associations: the user's default account on {cluster!r} is {account!r}, whose "
+                f"associations would be removed; set default_account to one of the accounts kept there"
+            )
+
+    adds, modifies, sets, deletes = [], [], [], []
+    after_assocs = {k: a for k, a in have.items() if k not in removed}
+    first_add = current is None
+    for cluster in wanted_clusters:
+        new_here = cluster not in {k[0] for k in have}
+        keys = sorted(k for k in wanted if k[0] == cluster)
+        if new_here:
+            lead = default if default is not None else keys[0][1]
+            keys.sort(key=lambda k: (k[1] != lead, k))
+            defaults[cluster] = lead
+        for key in keys:
+            prefix, settings = wanted[key]
+            if key in have:
+                try:
+                    check_default_qos("", settings, have[key])
+                except ValueError as err:
+                    raise ValueError(prefix + str(err)) from None
+                args, after = diff_settings(have[key], settings, ASSOC_SETTINGS)
+                if args:
+                    modifies.append(["modify", "user"] + _user_where(name, key) + ["set"] + args)
+                after_assocs[key] = after
+                continue
+            base = dict(ASSOC_DEFAULTS, cluster=cluster, account=key[1], user=name, partition=key[2])
+            args, after = diff_settings(base, settings, ASSOC_SETTINGS)
+            add = ["add", "user", name, "account=" + key[1], "cluster=" + cluster]
+            if key[2]:
+                add.append("partition=" + key[2])
+            if first_add:
+                add.append("defaultaccount=" + defaults[cluster])
+                first_add = False
+            adds.append(add + args)
+            after_assocs[key] = after
+        if default is not None and not new_here and defaults.get(cluster) != default:
+            sets.append(["modify", "user", "where", "name=" + name, "cluster=" + cluster,
+                         "set", "defaultaccount=" + default])
+            defaults[cluster] = default
+    admin_now = (current or {}).get("admin_level", "None")
+    if admin is not None and admin != admin_now:
+        sets.append(["modify", "user", "where", "name=" + name, "set", "adminlevel=" + admin])
+    gone_clusters = [c for c in have_clusters if c in scope and not any(k[0] == c for k in final)]
+    for cluster in gone_clusters:
+        deletes.append(["delete", "user", "where", "name=" + name, "cluster=" + cluster])
+        defaults.pop(cluster, None)
+    for key in removed:
+        if key[0] not in gone_clusters:
+            deletes.append(["delete", "user"] + _user_where(name, key))
+    after = {
+        "name": name,
+        "admin_level": admin if admin is not None else admin_now,
+        "default_accounts": defaults,
+        "associations": [after_assocs[k] for k in sorted(after_assocs)],
+    }
+    return {"changes": adds + modifies + sets + deletes, "after": after}

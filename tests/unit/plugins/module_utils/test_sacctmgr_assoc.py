@@ -233,3 +233,179 @@ def test_unknown_tres_explains_the_fix():
     plan = sa.plan_qos(gold(), "gold", {"max_tres_per_job": {"gres/gpu": 2}})
     with pytest.raises(sm.SacctmgrError, match="AccountingStorageTRES"):
         sa.apply_assoc_plan(runner, plan, False, lambda: None)
+
+
+# --------------------------------------------------------------------------
+# Accounts
+
+
+def theory():
+    runner = qos_runner(fixture("account_show_theory_24.11.5.txt"),
+                        fixture("assoc_show_theory_wopl_24.11.5.txt"))
+    view = sa.get_account(runner, "theory")
+    assert runner._run.calls[1][4:] == ["show", "assoc", "where", "account=theory", "user=", "wopl",
+                                        "format=" + ",".join(sa.ASSOC_FIELDS)]
+    return view
+
+
+def test_get_account_reads_own_association_values():
+    view = theory()
+    assert view["description"] == "new" and view["organization"] == "sci org"
+    assert view["clusters"] == ["acctbox"]
+    assert view["associations"]["acctbox"] == {
+        "cluster": "acctbox", "account": "theory", "parent": "chem", "fairshare": "parent",
+        "qos": ["testq"], "default_qos": "testq", "grp_tres": {"cpu": "64"}, "grp_jobs": 10,
+        "grp_submit_jobs": 12, "grp_wall": 2880, "max_jobs": 3, "max_submit_jobs": 6,
+        "max_wall": 1440, "max_tres_per_job": {"cpu": "2"}}
+
+
+def test_plan_account_unchanged_and_parent_left_alone():
+    assert sa.plan_account(theory(), "theory", {"grp_wall": "2-00:00:00", "qos": ["TestQ"],
+                                                "fairshare": "parent", "description": "NEW"})[
+        "changes"] == []
+
+
+def test_plan_account_moves_parent_and_sets_exact_clusters():
+    plan = sa.plan_account(theory(), "theory", {"parent": "physics", "clusters": ["acctbox2"],
+                                                "max_tres_per_job": {}})
+    assert plan["changes"] == [
+        ["add", "account", "theory", "cluster=acctbox2", "parent=physics"],
+        ["delete", "account", "where", "name=theory", "cluster=acctbox"],
+    ]
+    plan = sa.plan_account(theory(), "theory", {"parent": "physics", "max_tres_per_job": {}})
+    assert plan["changes"] == [["modify", "account", "where", "name=theory", "cluster=acctbox", "set",
+                                "parent=physics", "maxtres=cpu=-1"]]
+
+
+def test_plan_new_account_needs_clusters_and_gets_name_as_description():
+    with pytest.raises(ValueError, match="clusters: account 'x' does not exist yet"):
+        sa.plan_account(None, "x", {})
+    plan = sa.plan_account(None, "x", {"clusters": ["b", "a"], "parent": "physics", "grp_jobs": 5})
+    assert plan["changes"] == [
+        ["add", "account", "x", "cluster=a", "parent=physics", "description=x",
+         "organization=physics", "grpjobs=5"],
+        ["add", "account", "x", "cluster=b", "parent=physics", "grpjobs=5"],
+    ]
+
+
+def test_plan_account_default_qos_must_be_in_qos():
+    with pytest.raises(ValueError, match="default_qos: 'gold' is not in the qos list"):
+        sa.plan_account(theory(), "theory", {"qos": ["normal"], "default_qos": "gold"})
+    with pytest.raises(ValueError, match="default_qos: 'gold' is not in the qos list"):
+        sa.plan_account(theory(), "theory", {"default_qos": "gold"})
+
+
+def test_delete_account_still_default_explains_the_fix():
+    runner = sm.SacctmgrRunner(Replay((1, fixture("account_delete_default_24.11.5.txt"), "")))
+    plan = sa.plan_account(theory(), "theory", {"state": "absent"})
+    with pytest.raises(sm.SacctmgrError, match="a user's default account"):
+        sa.apply_assoc_plan(runner, plan, False, lambda: None)
+
+
+# --------------------------------------------------------------------------
+# Users
+
+
+def alice():
+    runner = qos_runner(fixture("user_show_alice_24.11.5.txt"), fixture("assoc_show_alice_wopl_24.11.5.txt"))
+    return sa.get_user(runner, "alice")
+
+
+def test_get_user_reads_defaults_per_cluster_and_own_values():
+    view = alice()
+    assert view["admin_level"] == "Operator"
+    assert view["default_accounts"] == {"acctbox": "theory", "acctbox2": "chem"}
+    keys = [(a["cluster"], a["account"], a["partition"]) for a in view["associations"]]
+    assert keys == [("acctbox", "physics", ""), ("acctbox", "physics", "debug"), ("acctbox", "theory", ""),
+                    ("acctbox2", "chem", ""), ("acctbox2", "physics", "debug")]
+    # wopl: the theory association's own values, not the account's inherited limits
+    theory_assoc = view["associations"][2]
+    assert (theory_assoc["max_jobs"], theory_assoc["qos"], theory_assoc["max_wall"]) == (4, [], -1)
+
+
+def test_inherited_view_differs_from_wopl():
+    records = sm.parse_parsable(fixture("assoc_show_alice_inherited_24.11.5.txt"), sa.ASSOC_FIELDS)
+    assert sa.assoc_from_record(records[0])["max_wall"] == 1440
+
+
+ALICE_ASSOCS = [
+    {"account": "physics", "cluster": "acctbox"},
+    {"account": "physics", "cluster": "acctbox", "partition": "debug"},
+    {"account": "theory", "cluster": "acctbox", "max_jobs": 4},
+    {"account": "chem", "cluster": "acctbox2"},
+    {"account": "physics", "cluster": "acctbox2", "partition": "debug"},
+]
+
+
+def test_plan_user_unchanged():
+    assert sa.plan_user(alice(), "alice", {"associations": ALICE_ASSOCS, "admin_level": "operator"})[
+        "changes"] == []
+
+
+def test_plan_user_set_mode_removes_unlisted_and_moves_default_first():
+    params = {"associations": [{"account": "physics", "cluster": "acctbox", "max_jobs": 2}],
+              "default_account": "physics"}
+    assert sa.plan_user(alice(), "alice", params)["changes"] == [
+        ["modify", "user", "where", "name=alice", "account=physics", "cluster=acctbox", "partition=",
+         "set", "maxjobs=2"],
+        ["modify", "user", "where", "name=alice", "cluster=acctbox", "set", "defaultaccount=physics"],
+        ["delete", "user", "where", "name=alice", "account=physics", "cluster=acctbox",
+         "partition=debug"],
+        ["delete", "user", "where", "name=alice", "account=theory", "cluster=acctbox", "partition="],
+    ]
+
+
+def test_plan_user_add_mode_keeps_unlisted():
+    params = {"associations": [{"account": "physics", "cluster": "acctbox3"}], "associations_mode": "add"}
+    plan = sa.plan_user(alice(), "alice", params)
+    assert plan["changes"] == [["add", "user", "alice", "account=physics", "cluster=acctbox3"]]
+    assert plan["after"]["default_accounts"]["acctbox3"] == "physics"
+
+
+def test_plan_user_clusters_option_removes_user_from_a_cluster():
+    params = {"associations": ALICE_ASSOCS[:3], "clusters": ["acctbox2"]}
+    assert sa.plan_user(alice(), "alice", params)["changes"] == [
+        ["delete", "user", "where", "name=alice", "cluster=acctbox2"]]
+
+
+def test_plan_new_user_first_add_sets_default_account():
+    params = {"associations": [{"account": "b", "cluster": "c1"}, {"account": "a", "cluster": "c1"}],
+              "default_account": "b"}
+    assert sa.plan_user(None, "Bob", params)["changes"] == [
+        ["add", "user", "bob", "account=b", "cluster=c1", "defaultaccount=b"],
+        ["add", "user", "bob", "account=a", "cluster=c1"],
+    ]
+
+
+@pytest.mark.parametrize("params,message", [
+    ({"associations": [{"account": "a", "cluster": "c1"}], "default_account": "z"},
+     "default_account: 'z' is not one of the user's accounts on cluster 'c1'"),
+    ({"associations": []}, "associations: user 'bob' does not exist yet"),
+    ({"associations": [{"account": "a"}]}, r"associations\[0\]: account and cluster are required"),
+    ({"associations": [{"account": "a", "cluster": "c", "max_wall": "x"}]},
+     r"associations\[0\] \(a on c\): max_wall: invalid time"),
+])
+def test_plan_user_bad_input(params, message):
+    with pytest.raises(ValueError, match=message):
+        sa.plan_user(None, "bob", params)
+
+
+def test_plan_user_refuses_to_remove_the_default_account():
+    params = {"associations": [{"account": "physics", "cluster": "acctbox"}]}
+    with pytest.raises(ValueError, match="default account on 'acctbox' is 'theory'"):
+        sa.plan_user(alice(), "alice", params)
+
+
+def test_plan_user_absent():
+    assert sa.plan_user(alice(), "alice", {"state": "absent"})["changes"] == [
+        ["delete", "user", "where", "name=alice"]]
+    plan = sa.plan_user(alice(), "alice", {"state": "absent", "clusters": ["acctbox2"]})
+    assert plan["changes"] == [["delete", "user", "where", "name=alice", "cluster=acctbox2"]]
+    assert plan["after"]["default_accounts"] == {"acctbox": "theory"}
+
+
+def test_plan_account_without_parent_leaves_each_cluster_where_it_is():
+    view = theory()
+    other = dict(view["associations"]["acctbox"], cluster="acctbox2", parent="physics")
+    view["associations"]["acctbox2"] = other
+    assert sa.plan_account(view, "theory", {})["changes"] == []
