@@ -487,16 +487,34 @@ def accounting_plan(db_clusters, qos, accounts, users, default_qos=None):
     return plan
 
 
+def _clusters_of(item):
+    """The clusters of an account or user view: ``clusters``, else those of its associations."""
+    if item.get("clusters") is not None:
+        return {str(c).lower() for c in item["clusters"]}
+    assocs = item.get("associations") or []
+    if isinstance(assocs, dict):
+        return {str(c).lower() for c in assocs}
+    return {str(a["cluster"]).lower() for a in assocs}
+
+
+def _parent_of(account):
+    assocs = account.get("associations")
+    if isinstance(assocs, dict) and assocs:
+        return str(sorted(assocs.items())[0][1].get("parent") or "root").lower()
+    return str(account.get("parent") or "root").lower()
+
+
 def purge_plan(current, plan):
     """What an opt-in purge removes: objects in the database the inventory does not list.
 
-    ``current``: ``{"qos": [names], "accounts": [{"name", "parent", "clusters"}],
-    "users": [{"name", "clusters"}]}`` as read from the database. Only
-    associations on the plan's clusters are touched (another database's
-    clusters are not this host's to purge). Returns ``{"users": [{"name",
-    "clusters"}], "accounts": [{"name", "clusters"}] (children first),
-    "qos": [names]}``; root, normal and the explicitly absent ones (removed
-    anyway) are left out.
+    ``current``: what slurm_accounting_info returned (``qos``, ``accounts``,
+    ``users``: views with ``name`` and their associations, or ``clusters``).
+    Only associations on the plan's clusters are removed: another database
+    user's clusters are not this inventory's to purge. Returns ``{"users":
+    [{"name", "clusters"}], "accounts": [{"name", "clusters", "keep"}]
+    (children first; ``keep``: its clusters outside the plan, where it
+    stays), "qos": [names]}``. root, normal and what the inventory marks
+    absent (removed anyway) are left out.
     """
     clusters = set(plan["clusters"])
     kept_users = {u["name"] for u in plan["users"]} | set(PROTECTED_USERS) | set(plan["absent"]["users"])
@@ -504,17 +522,17 @@ def purge_plan(current, plan):
     kept_qos = {q["name"] for q in plan["qos"]} | set(PROTECTED_QOS) | set(plan["absent"]["qos"])
     result = {"users": [], "accounts": [], "qos": []}
     for user in current.get("users") or []:
-        on = sorted(set(c.lower() for c in user.get("clusters") or []) & clusters)
+        on = sorted(_clusters_of(user) & clusters)
         if user["name"].lower() not in kept_users and on:
             result["users"].append({"name": user["name"].lower(), "clusters": on})
     doomed = []
     for account in current.get("accounts") or []:
-        on = sorted(set(c.lower() for c in account.get("clusters") or []) & clusters)
+        have = _clusters_of(account)
+        on = sorted(have & clusters)
         if account["name"].lower() not in kept_accounts and on:
-            doomed.append({"name": account["name"].lower(), "parent": (account.get("parent") or "root").lower(),
-                           "clusters": on})
+            doomed.append({"name": account["name"].lower(), "parent": _parent_of(account), "clusters": on,
+                           "keep": sorted(have - clusters)})
     # Children before parents: sacctmgr refuses to delete an account that still has children.
-    depth = {}
     parents = {a["name"]: a["parent"] for a in doomed}
 
     def level(name, seen=()):
@@ -522,9 +540,9 @@ def purge_plan(current, plan):
             return 0
         return 1 + level(parents[name], seen + (name,))
 
-    for account in doomed:
-        depth[account["name"]] = level(account["name"])
-    result["accounts"] = [{"name": a["name"], "clusters": a["clusters"]}
+    depth = {a["name"]: level(a["name"]) for a in doomed}
+    result["accounts"] = [{"name": a["name"], "clusters": a["clusters"], "keep": a["keep"]}
                           for a in sorted(doomed, key=lambda a: (-depth[a["name"]], a["name"]))]
-    result["qos"] = sorted(q.lower() for q in current.get("qos") or [] if q.lower() not in kept_qos)
+    result["qos"] = sorted(str(q["name"] if isinstance(q, dict) else q).lower() for q in current.get("qos") or []
+                           if str(q["name"] if isinstance(q, dict) else q).lower() not in kept_qos)
     return result

@@ -685,6 +685,29 @@ def list_accounts(runner):
     return sorted(accounts, key=lambda a: a["name"])
 
 
+def _check_root(current, params, state):
+    """The root account is Slurm's own: only its association settings on the listed clusters change.
+
+    Every cluster gets a root association when it registers; it is never
+    created, moved or deleted here, and clusters not listed are left alone
+    (so setting the default QoS of one site's clusters does not touch the
+    root associations of other clusters in the same database).
+    """
+    if state == "absent":
+        raise ValueError("state: the root account is Slurm's own and cannot be removed")
+    if params.get("parent") is not None:
+        raise ValueError("parent: the root account is the top of the tree and has no parent; drop parent")
+    clusters = normalize_names("clusters", params.get("clusters") or [])
+    if not clusters:
+        raise ValueError("clusters: list the clusters whose root association to change")
+    have = (current or {}).get("associations", {})
+    missing = [c for c in clusters if c not in have]
+    if missing:
+        raise ValueError(
+            "clusters: %s %s no root association: a cluster gets one when its slurmctld registers "
+            "(or with hybridhpc.slurm.slurm_cluster); register it first" % (", ".join(missing), "has" if len(missing) == 1 else "have"))
+
+
 def plan_account(current, name, params):
     """Plan the changes that bring account ``name`` to ``params`` (module options).
 
@@ -694,10 +717,11 @@ def plan_account(current, name, params):
     not in ``clusters`` (when given).
     """
     name = normalize_name("name", name)
-    if name == "root":
-        raise ValueError("name: the root account is Slurm's own; manage another account")
+    root = name == "root"
     state = params.get("state") or "present"
     _check_state(state)
+    if root:
+        _check_root(current, params, state)
     if state == "absent":
         if current is None:
             return {"changes": [], "after": None}
@@ -768,8 +792,10 @@ def plan_account(current, name, params):
             changes.append(add + settings)
         after_assocs[cluster] = after
     for cluster in clusters_now:
-        if cluster not in target:
+        if cluster not in target and not root:
             changes.append(["delete", "account", "where", "name=" + name, "cluster=" + cluster])
+        elif cluster not in target:
+            after_assocs[cluster] = have_assocs[cluster]
     after = {
         "name": name,
         "description": description,
@@ -1004,3 +1030,31 @@ def plan_user(current, name, params):
         "associations": [after_assocs[k] for k in sorted(after_assocs)],
     }
     return {"changes": adds + modifies + sets + deletes, "after": after}
+
+
+def read_database(runner, clusters=None):
+    """Every QoS, account (but root) and user, limited to associations on ``clusters`` when given.
+
+    For the read-only module slurm_accounting_info (and the role's opt-in
+    purge): accounts and users without an association on those clusters are
+    left out; QoS are global and always listed.
+    """
+    wanted = set(normalize_names("clusters", clusters)) if clusters is not None else None
+    qos = list_qos(runner)
+    accounts, users = [], []
+    for account in list_accounts(runner):
+        if wanted is not None:
+            kept = {c: a for c, a in account["associations"].items() if c in wanted}
+            if not kept:
+                continue
+            account = dict(account, associations=kept, clusters=sorted(kept))
+        accounts.append(account)
+    for user in list_users(runner):
+        if wanted is not None:
+            kept = [a for a in user["associations"] if a["cluster"] in wanted]
+            if not kept:
+                continue
+            user = dict(user, associations=kept,
+                        default_accounts={c: a for c, a in user["default_accounts"].items() if c in wanted})
+        users.append(user)
+    return {"qos": qos, "accounts": accounts, "users": users}

@@ -29,7 +29,11 @@ extends_documentation_fragment:
   - hybridhpc.slurm.sacctmgr.association
 options:
   name:
-    description: Name of the account. Slurm stores it in lower case.
+    description:
+      - Name of the account. Slurm stores it in lower case.
+      - V(root), the account every cluster gets when it registers, can only have its association settings changed (for
+        example the QoS list and default QoS every association inherits), on the clusters in O(clusters); its
+        associations on other clusters are left alone, and it is never created, moved or deleted.
     type: str
     required: true
   state:

@@ -188,25 +188,32 @@ def test_absent_entries_and_default_qos():
 
 # ----------------------------------------------------------------- purge
 
+def assoc(cluster, parent="root"):
+    return {"cluster": cluster, "parent": parent}
+
+
 def test_purge_removes_unlisted_objects_on_this_databases_clusters_only():
     plan = accounting.accounting_plan(["onprem", "cloud"], QOS, ACCOUNTS, USERS)
+    # As slurm_accounting_info returns them.
     current = {
-        "qos": ["normal", "short", "old"],
+        "qos": [{"name": "normal"}, {"name": "short"}, {"name": "old"}],
         "accounts": [
-            {"name": "root", "parent": "", "clusters": ["onprem", "cloud"]},
-            {"name": "chem", "parent": "science", "clusters": ["onprem"]},
-            {"name": "legacy", "parent": "root", "clusters": ["onprem", "lab"]},
-            {"name": "legacy-sub", "parent": "legacy", "clusters": ["onprem"]},
-            {"name": "elsewhere", "parent": "root", "clusters": ["lab"]},
+            {"name": "chem", "clusters": ["onprem"], "associations": {"onprem": assoc("onprem", "science")}},
+            {"name": "legacy", "clusters": ["onprem", "lab"],
+             "associations": {"onprem": assoc("onprem"), "lab": assoc("lab")}},
+            {"name": "legacy-sub", "clusters": ["onprem"], "associations": {"onprem": assoc("onprem", "legacy")}},
+            {"name": "elsewhere", "clusters": ["lab"], "associations": {"lab": assoc("lab")}},
         ],
         "users": [
-            {"name": "root", "clusters": ["onprem"]},
-            {"name": "alice", "clusters": ["onprem"]},
-            {"name": "mallory", "clusters": ["cloud", "lab"]},
+            {"name": "root", "associations": [{"cluster": "onprem", "account": "root"}]},
+            {"name": "alice", "associations": [{"cluster": "onprem", "account": "chem"}]},
+            {"name": "mallory", "associations": [{"cluster": "cloud", "account": "legacy"},
+                                                 {"cluster": "lab", "account": "legacy"}]},
         ],
     }
     assert accounting.purge_plan(current, plan) == {
         "users": [{"name": "mallory", "clusters": ["cloud"]}],
-        "accounts": [{"name": "legacy-sub", "clusters": ["onprem"]}, {"name": "legacy", "clusters": ["onprem"]}],
+        "accounts": [{"name": "legacy-sub", "clusters": ["onprem"], "keep": []},
+                     {"name": "legacy", "clusters": ["onprem"], "keep": ["lab"]}],
         "qos": ["old"],
     }

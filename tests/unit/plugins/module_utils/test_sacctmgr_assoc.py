@@ -409,3 +409,29 @@ def test_plan_account_without_parent_leaves_each_cluster_where_it_is():
     other = dict(view["associations"]["acctbox"], cluster="acctbox2", parent="physics")
     view["associations"]["acctbox2"] = other
     assert sa.plan_account(view, "theory", {})["changes"] == []
+
+
+def root_view():
+    base = dict(sa.ASSOC_DEFAULTS, account="root", parent="")
+    return {"name": "root", "description": "default root account", "organization": "root",
+            "clusters": ["onprem", "other"],
+            "associations": {c: dict(base, cluster=c) for c in ("onprem", "other")}}
+
+
+def test_root_sets_only_the_listed_clusters_and_is_never_deleted():
+    plan = sa.plan_account(root_view(), "root", {"clusters": ["onprem"], "qos": ["normal"],
+                                                 "default_qos": "normal"})
+    assert plan["changes"] == [["modify", "account", "where", "name=root", "cluster=onprem", "set",
+                                "qos=normal", "defaultqos=normal"]]
+    assert plan["after"]["clusters"] == ["onprem", "other"]
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"state": "absent"}, "cannot be removed"),
+    ({"clusters": ["onprem"], "parent": "x"}, "has no parent"),
+    ({"qos": ["normal"]}, "clusters: list the clusters"),
+    ({"clusters": ["mars"]}, "mars has no root association"),
+])
+def test_root_refuses_what_slurm_does_not_allow(params, message):
+    with pytest.raises(ValueError, match=message):
+        sa.plan_account(root_view(), "root", params)
