@@ -103,3 +103,14 @@ def test_cgroup_plugins_are_not_checked_when_the_module_is_off():
 
 def test_site_inputs_runs_the_check_for_the_role():
     assert site_inputs.input_problems(host(is_login=True), ["pam_slurm_adopt"])
+
+
+def test_contain_is_applied_by_a_reconfigure_not_a_restart():
+    """slurm.conf(5) (24.11) names no restart for PrologFlags and scontrol(1) says a reconfigure re-reads all but
+    ports and authentication; on the lab, Contain switched on by `scontrol reconfigure` alone gave the next job
+    its extern step and pam_slurm_adopt adopted into it (extensions/molecule/accounting/verify_pam.yml)."""
+    from ansible_collections.hybridhpc.slurm.plugins.module_utils import slurm_conf
+
+    old = "ClusterName=c\nSlurmctldHost=ctl\nProctrackType=proctrack/cgroup\n"
+    assert not slurm_conf.needs_restart(old, old + "PrologFlags=Contain\n")
+    assert not slurm_conf.needs_restart(old + "PrologFlags=Alloc\n", old + "PrologFlags=Alloc,Contain\n")
