@@ -22,7 +22,7 @@ import json
 import os
 import re
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import accounting, elastic
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import accounting, elastic, pam_adopt
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.cluster_plan import record_node_names
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.hostlist import HostlistError, expand
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr import (
@@ -688,6 +688,7 @@ ROLE_CHECKS = {
     "ack_operator": ack_operator_problems,
     "copilot": copilot_problems,
     "rolling_upgrade": upgrade_problems,
+    "pam_slurm_adopt": pam_adopt.problems,
 }
 
 

@@ -31,7 +31,7 @@ LOCAL_IN_VALIDATION = "{{ 'local' if ansible_play_name is match('Validate') else
 GOOD_VARS = {"slurm_cluster_name": "bad", "slurm_nodes": [{"NodeName": "bad-c[1-2]", "CPUs": 2, "RealMemory": 1000}]}
 
 
-def inventory(ctl=("bad-ctl1",), dbd=("bad-ctl1",), compute=("bad-c1", "bad-c2"), restd=(), host_vars=None, **overrides):
+def inventory(ctl=("bad-ctl1",), dbd=("bad-ctl1",), compute=("bad-c1", "bad-c2"), restd=(), host_vars=None, login=(), **overrides):
     variables = dict(GOOD_VARS, ansible_connection="community.docker.docker")
     variables.update(overrides)
     host_vars = host_vars or {}
@@ -40,6 +40,8 @@ def inventory(ctl=("bad-ctl1",), dbd=("bad-ctl1",), compute=("bad-c1", "bad-c2")
         return {name: host_vars.get(name) for name in names}
 
     groups = {"slurmctld": ctl, "slurmdbd": dbd, "slurmd": compute, "slurmrestd": restd}
+    if login:
+        groups["login"] = login
     # Hosts only in host_vars (another cluster's controller) join slurmctld.
     extra = [h for h in host_vars if not any(h in g for g in groups.values())]
     groups["slurmctld"] = tuple(ctl) + tuple(extra)
@@ -194,6 +196,12 @@ CASES = {
     "newline in ack_operator_cluster_values": (
         inventory(ack_operator_cluster_values={"image": "x\ny"}), "ack_operator_cluster_values.image"),
     "ack_operator_jwt_token_lifespan of 0": (inventory(ack_operator_jwt_token_lifespan=0), "ack_operator_jwt_token_lifespan: 0 must be seconds"),
+    # pam_slurm_adopt
+    "pam_slurm_adopt on a login node that runs slurmd": (
+        inventory(login=("bad-c1",), slurm_pam_slurm_adopt=True),
+        "slurm_pam_slurm_adopt: bad-c1 is in group 'login' and in group 'slurmd'"),
+    "pam_slurm_adopt action it does not know": (
+        inventory(slurm_pam_slurm_adopt=True, pam_slurm_adopt_action_no_jobs="allow"), "pam_slurm_adopt_action_no_jobs: 'allow'"),
 }
 
 
