@@ -435,3 +435,27 @@ def test_root_sets_only_the_listed_clusters_and_is_never_deleted():
 def test_root_refuses_what_slurm_does_not_allow(params, message):
     with pytest.raises(ValueError, match=message):
         sa.plan_account(root_view(), "root", params)
+
+
+def database_runner():
+    return qos_runner(fixture("qos_show_gold_24.11.5.txt"), fixture("account_show_theory_24.11.5.txt"),
+                      fixture("assoc_show_theory_wopl_24.11.5.txt"), fixture("user_show_alice_24.11.5.txt"),
+                      fixture("assoc_show_alice_wopl_24.11.5.txt"))
+
+
+def test_read_database_lists_every_qos_account_and_user():
+    found = sa.read_database(database_runner())
+    assert [q["name"] for q in found["qos"]] == ["gold"]
+    assert [a["name"] for a in found["accounts"]] == ["theory"]
+    assert found["accounts"][0]["clusters"] == ["acctbox"]
+    assert [u["name"] for u in found["users"]] == ["alice"]
+    assert len(found["users"][0]["associations"]) == 5
+
+
+def test_read_database_keeps_only_associations_on_the_given_clusters():
+    found = sa.read_database(database_runner(), ["ACCTBOX2"])
+    assert found["accounts"] == []  # theory has no association on acctbox2
+    alice = found["users"][0]
+    assert {a["cluster"] for a in alice["associations"]} == {"acctbox2"}
+    assert alice["default_accounts"] == {"acctbox2": "chem"}
+    assert [q["name"] for q in found["qos"]] == ["gold"]  # QoS are global
