@@ -17,6 +17,7 @@ from ansible_collections.hybridhpc.slurm.plugins.module_utils.host_packages impo
     fresh,
     host_components,
     host_packages,
+    login_sackd,
     newly_installed,
     packages,
 )
@@ -94,7 +95,7 @@ def test_the_filter_merges_results_and_ignores_skipped_ones():
     assert slurm_packages_newly_installed({}, ["slurmd"]) == []
     assert set(FilterModule().filters()) == {
         "slurm_packages", "slurm_host_packages", "slurm_packages_covered", "slurm_packages_newly_installed",
-        "slurm_packages_fresh",
+        "slurm_packages_fresh", "slurm_login_sackd",
     }
 
 
@@ -103,3 +104,23 @@ def test_a_role_is_fresh_when_it_or_the_transaction_installed_its_packages_now()
     assert fresh(["slurmd"], {"changed": False, "skipped": True}, ["munge", "slurmd"])
     assert not fresh(["slurmd"], {"changed": False, "skipped": True}, ["munge"])
     assert not fresh(["slurmd"], {}, None)
+
+
+LOGIN_GROUPS = {"slurmctld": ["ctl"], "slurmd": ["c1"], "login": ["login1", "ctl"], "slurmdbd": ["dbd"]}
+ELASTIC = [{"name": "dy", "nodes": "dy-[1-2]", "node": {"CPUs": 1, "RealMemory": 100}, "provider": "docker"}]
+
+
+def test_login_hosts_of_configless_clusters_run_sackd():
+    assert login_sackd("login1", LOGIN_GROUPS, {"slurm_configless": True})
+    # configless by default with elastic node sets
+    assert login_sackd("login1", LOGIN_GROUPS, {"slurm_elastic_nodesets": ELASTIC})
+    assert "sackd" in host_components("login1", LOGIN_GROUPS, {"slurm_configless": True}, jwt=False)
+
+
+def test_file_based_clusters_and_daemon_hosts_keep_slurm_conf():
+    assert not login_sackd("login1", LOGIN_GROUPS, {})
+    assert not login_sackd("login1", LOGIN_GROUPS, {"slurm_configless": False, "slurm_elastic_nodesets": []})
+    # a controller that is also a login node keeps its own copy
+    assert not login_sackd("ctl", LOGIN_GROUPS, {"slurm_configless": True})
+    assert not login_sackd("c1", LOGIN_GROUPS, {"slurm_configless": True})
+    assert "sackd" not in host_components("login1", LOGIN_GROUPS, {}, jwt=False)
