@@ -10,9 +10,9 @@ __metaclass__ = type
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import slurm_versions
 
 
-def slurm_apt_planned(stdout):
-    """{package: [installed, candidate]} from apt's simulation output."""
-    return {k: list(v) for k, v in slurm_versions.apt_planned(stdout).items()}
+def slurm_apt_planned(stdout, packages=None):
+    """{package: [installed, candidate]} from apt's simulation output (only ``packages`` when given)."""
+    return {k: list(v) for k, v in slurm_versions.apt_planned(stdout, packages).items()}
 
 
 def slurm_upgrade_plan_problems(hosts):

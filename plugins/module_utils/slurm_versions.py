@@ -95,12 +95,16 @@ def upgrade_problem(current, target):
             % (have, want, want, ", ".join(allowed), " -> ".join([have] + steps)))
 
 
-def apt_planned(stdout):
-    """``{package: (installed, candidate)}`` from apt's simulation (check mode) output: ``Inst pkg [old] (new ...)``."""
+def apt_planned(stdout, packages=None):
+    """``{package: (installed, candidate)}`` from apt's simulation (check mode) output: ``Inst pkg [old] (new ...)``.
+
+    ``packages``: only these (the Slurm packages; the libraries an upgrade
+    pulls along have versions of their own).
+    """
     planned = {}
     for line in (stdout or "").splitlines():
         match = _APT_INST_RE.match(line.strip())
-        if match:
+        if match and (packages is None or match.group(1) in packages):
             planned[match.group(1)] = (match.group(2), match.group(3))
     return planned
 

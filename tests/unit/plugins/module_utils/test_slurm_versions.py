@@ -62,8 +62,10 @@ def test_apt_simulation_is_read():
            "Inst slurmctld [24.11.5-4+deb13u1] (26.05.5-1 Debian:unstable [amd64]) []\n"
            "Inst slurm-client [24.11.5-4+deb13u1] (26.05.5-1 Debian:unstable [amd64])\n"
            "Conf slurmctld (26.05.5-1 Debian:unstable [amd64])\n")
-    assert sv.apt_planned(out) == {"slurmctld": ("24.11.5-4+deb13u1", "26.05.5-1"),
-                                   "slurm-client": ("24.11.5-4+deb13u1", "26.05.5-1")}
+    out += "Inst libhwloc15 [2.12.0-4] (2.15.0-2 Debian:unstable [amd64]) []\n"
+    assert sv.apt_planned(out, ["slurmctld", "slurm-client"]) == {
+        "slurmctld": ("24.11.5-4+deb13u1", "26.05.5-1"), "slurm-client": ("24.11.5-4+deb13u1", "26.05.5-1")}
+    assert sv.apt_planned(out)["libhwloc15"] == ("2.12.0-4", "2.15.0-2")
 
 
 def test_site_plan_refuses_a_skip_and_mixed_targets():
