@@ -639,6 +639,10 @@ def upgrade_problems(inputs):
     for var in ("slurm_upgrade_backup", "slurm_upgrade_force_restart"):
         if var in inputs and not isinstance(inputs[var], bool) and str(inputs[var]).lower() not in ("true", "false", "yes", "no"):
             problems.append("%s: %r must be true or false" % (var, inputs[var]))
+    release = inputs.get("slurm_upgrade_default_release", "")
+    if not isinstance(release, str) or not _PACKAGE_VERSION_RE.match(release):
+        problems.append("slurm_upgrade_default_release: %r is not an apt release name (sid, bookworm-backports); "
+                        "leave it empty for the default" % (release,))
     reason = inputs.get("slurm_upgrade_reason")
     if reason is not None and (not isinstance(reason, str) or not reason.strip() or _CONTROL_RE.search(reason)):
         problems.append("slurm_upgrade_reason: %r must be one line of text" % (reason,))

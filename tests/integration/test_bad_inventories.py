@@ -209,6 +209,8 @@ UPGRADE_CASES = {
     "upgrade batch that is not a number or a percentage": ({"slurm_upgrade_batch": "half"}, "slurm_upgrade_batch: 'half'"),
     "upgrade of a cluster that does not exist": ({"slurm_upgrade_cluster": "mars"}, "slurm_upgrade_cluster: 'mars' is not a cluster"),
     "upgrade on_timeout that is neither proceed nor fail": ({"slurm_upgrade_on_timeout": "skip"}, "slurm_upgrade_on_timeout: 'skip'"),
+    "upgrade release that is not an apt release name": (
+        {"slurm_upgrade_default_release": "sid; rm -rf /"}, "slurm_upgrade_default_release: 'sid; rm -rf /'"),
 }
 
 
