@@ -10,73 +10,16 @@ from __future__ import absolute_import, division, print_function  # noqa: UP010
 
 __metaclass__ = type  # noqa: UP001
 
-import json
-import pathlib
-
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
+from sacctmgr_module_harness import SACCTMGR, ExitJson, FailJson, Replay, fixture, module_runner
 
 from ansible_collections.hybridhpc.slurm.plugins.modules import slurm_user
-
-FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "sacctmgr"
-SACCTMGR = "/usr/bin/sacctmgr"
-
-
-def fixture(name):
-    return (FIXTURES / name).read_text()
-
-
-class Replay:
-    """Answers each sacctmgr call with the next recorded (rc, stdout, stderr)."""
-
-    def __init__(self, *results):
-        self.results = list(results)
-        self.calls = []
-
-    def __call__(self, argv, **kwargs):
-        self.calls.append(list(argv))
-        return self.results.pop(0)
-
-    @property
-    def writes(self):
-        return [c for c in self.calls if "--parsable2" not in c]
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
 
 
 @pytest.fixture
 def run_main(monkeypatch):
     """Run slurm_user.main() with args; sacctmgr calls go to a Replay."""
-
-    def exit_json(self, **kwargs):
-        raise ExitJson(kwargs)
-
-    def fail_json(self, **kwargs):
-        raise FailJson(kwargs)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
-    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path",
-                        lambda self, arg, required=False, opt_dirs=None: SACCTMGR)
-
-    def run(replay, args, check_mode=False, diff=False):
-        monkeypatch.setattr(basic.AnsibleModule, "run_command",
-                            lambda self, argv, **kwargs: replay(argv, **kwargs))
-        module_args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
-        monkeypatch.setattr(basic, "_ANSIBLE_ARGS",
-                            to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": module_args})))
-        with pytest.raises((ExitJson, FailJson)) as outcome:
-            slurm_user.main()
-        return outcome.type, outcome.value.args[0]
-
-    return run
+    return module_runner(monkeypatch, slurm_user)
 
 
 SHOW = (fixture("user_show_alice_24.11.5.txt"), fixture("assoc_show_alice_wopl_24.11.5.txt"))
