@@ -521,6 +521,26 @@ def apply_assoc_plan(runner, plan, check_mode, read_after):
         raise with_hint(err) from err
 
 
+def ensuring(key, read, plan):
+    """The ``ensure(runner, params, check_mode, diff)`` that run_module drives, for one kind of object.
+
+    read -> plan -> apply (in check mode only report) -> read again. ``key``
+    names the object in the result (qos, account, user); ``read(runner,
+    name)`` returns its view or ``None``; ``plan(before, name, params)``
+    returns ``{"changes", "after"}``.
+    """
+    def ensure(runner, params, check_mode=False, diff=False):
+        name = normalize_name("name", params["name"])
+        before = read(runner, name)
+        changed, commands, after = apply_assoc_plan(runner, plan(before, name, params), check_mode,
+                                                    lambda: read(runner, name))
+        result = {"changed": changed, key: after or {}, "commands": commands, "warnings": []}
+        if diff:
+            result["diff"] = {"before": diff_view(name, before), "after": diff_view(name, after)}
+        return result
+    return ensure
+
+
 # --------------------------------------------------------------------------
 # QoS
 

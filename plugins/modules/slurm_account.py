@@ -196,26 +196,13 @@ from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr import (
     sacctmgr_argument_spec,
 )
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr_assoc import (
-    apply_assoc_plan,
     association_argument_spec,
-    diff_view,
+    ensuring,
     get_account,
-    normalize_name,
     plan_account,
 )
 
-
-def ensure_account(runner, params, check_mode=False, diff=False):
-    """read -> plan -> nothing to do? return -> check mode? report -> apply -> re-read."""
-    name = normalize_name("name", params["name"])
-    before = get_account(runner, name)
-    plan = plan_account(before, name, params)
-    changed, commands, after = apply_assoc_plan(runner, plan, check_mode,
-                                                lambda: get_account(runner, name))
-    result = {"changed": changed, "account": after or {}, "commands": commands, "warnings": []}
-    if diff:
-        result["diff"] = {"before": diff_view(name, before), "after": diff_view(name, after)}
-    return result
+ensure_account = ensuring("account", get_account, plan_account)
 
 
 def main():

@@ -206,24 +206,12 @@ from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr import (
     sacctmgr_argument_spec,
 )
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr_assoc import (
-    apply_assoc_plan,
-    diff_view,
+    ensuring,
     get_qos,
-    normalize_name,
     plan_qos,
 )
 
-
-def ensure_qos(runner, params, check_mode=False, diff=False):
-    """read -> plan -> nothing to do? return -> check mode? report -> apply -> re-read."""
-    name = normalize_name("name", params["name"])
-    before = get_qos(runner, name)
-    plan = plan_qos(before, name, params)
-    changed, commands, after = apply_assoc_plan(runner, plan, check_mode, lambda: get_qos(runner, name))
-    result = {"changed": changed, "qos": after or {}, "commands": commands, "warnings": []}
-    if diff:
-        result["diff"] = {"before": diff_view(name, before), "after": diff_view(name, after)}
-    return result
+ensure_qos = ensuring("qos", get_qos, plan_qos)
 
 
 def main():

@@ -241,25 +241,13 @@ from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr import (
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr_assoc import (
     ADMIN_LEVELS,
     ASSOCIATIONS_MODES,
-    apply_assoc_plan,
     association_argument_spec,
-    diff_view,
+    ensuring,
     get_user,
-    normalize_name,
     plan_user,
 )
 
-
-def ensure_user(runner, params, check_mode=False, diff=False):
-    """read -> plan -> nothing to do? return -> check mode? report -> apply -> re-read."""
-    name = normalize_name("name", params["name"])
-    before = get_user(runner, name)
-    plan = plan_user(before, name, params)
-    changed, commands, after = apply_assoc_plan(runner, plan, check_mode, lambda: get_user(runner, name))
-    result = {"changed": changed, "user": after or {}, "commands": commands, "warnings": []}
-    if diff:
-        result["diff"] = {"before": diff_view(name, before), "after": diff_view(name, after)}
-    return result
+ensure_user = ensuring("user", get_user, plan_user)
 
 
 def main():
