@@ -151,15 +151,9 @@ def serving_clusters(host, groups, host_vars):
                        if (host_vars(h) or {}).get("slurm_cluster_name") == cluster]
         hv = host_vars(controllers[0]) or {} if controllers else {}
         members = cluster_plan.cluster_members(cluster, groups, host_vars, hv.get("slurm_dbd_hosts") or None)
-        members["accounting"] = _truthy(hv.get("slurm_accounting", True))
+        members["accounting"] = cluster_plan.truthy(hv.get("slurm_accounting", True))
         return members
     return database_clusters(host, site_clusters(groups, host_vars), members_of)
-
-
-def _truthy(value):
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
 
 
 # ----------------------------------------------------------------- checks

@@ -62,7 +62,7 @@ def cluster_members(cluster, groups, host_vars, dbd_hosts=None):
     compute = _members(groups, COMPUTE_GROUP, members)
     for host in compute:
         hv = host_vars(host) or {}
-        if _truthy(hv.get("slurm_k8s_shared", False)):
+        if truthy(hv.get("slurm_k8s_shared", False)):
             k8s_shared.append(host)
             if hv.get("slurm_k8s_strategy", "gres") == "gres":
                 k8s_gres.append(host)
@@ -119,8 +119,8 @@ def member_states(members, hostvars):
         if not hv or "slurm_common_config_changed" not in hv:
             continue
         states[host] = {
-            "config_changed": _truthy(hv.get("slurm_common_config_changed")),
-            "restart_required": _truthy(hv.get("slurm_common_restart_required")),
+            "config_changed": truthy(hv.get("slurm_common_config_changed")),
+            "restart_required": truthy(hv.get("slurm_common_restart_required")),
         }
     return states
 
@@ -135,10 +135,15 @@ def controllers_restart(controllers, states):
     return any(states[c].get("restart_required") for c in controllers or [] if c in states)
 
 
-def _truthy(value):
-    # set_fact of a folded Jinja expression gives a bool, or the text "True"/"False".
+def truthy(value):
+    """Whether an inventory or fact value means true: a bool, or the text "true", "yes", "on", "1".
+
+    set_fact of a folded Jinja expression gives a bool or the text
+    "True"/"False"; the inventory's switches are checked as booleans in the
+    first play, so other texts only reach this from hand-written facts.
+    """
     if isinstance(value, str):
-        return value.strip().lower() in ("true", "yes", "1")
+        return value.strip().lower() in ("1", "true", "yes", "on")
     return bool(value)
 
 

@@ -29,7 +29,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils.cluster_plan import record_node_names
+from ansible_collections.hybridhpc.slurm.plugins.module_utils.cluster_plan import record_node_names, truthy
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.hostlist import (
     HostlistError,
     compress,
@@ -112,7 +112,7 @@ def elastic_problems(nodesets, power_save, configless, static_nodes, partitions=
                         "cluster has elastic node sets)" % (configless,))
     if not isinstance(nodesets, (list, tuple)):
         return problems + ["%s: must be a list of node sets ({name, nodes, node, provider, options})" % var]
-    if nodesets and configless not in (None, "") and not _setting_on(configless):
+    if nodesets and configless not in (None, "") and not truthy(configless):
         problems.append("slurm_configless: false, but the cluster has elastic node sets, whose nodes get their configuration "
                         "from slurmctld (slurmd --conf-server); leave slurm_configless unset or set it to true")
     static = set(static_nodes or [])
@@ -225,17 +225,11 @@ def power_save_problems(power_save, static_nodes=(), partitions=None, var="slurm
     return problems
 
 
-def _setting_on(setting):
-    if isinstance(setting, str):
-        return setting.strip().lower() in ("true", "yes", "1")
-    return bool(setting)
-
-
 def configless(setting, nodesets):
     """Whether the cluster runs configless: the setting when given, else when it has elastic node sets."""
     if setting in (None, ""):
         return bool(nodesets)
-    return _setting_on(setting)
+    return truthy(setting)
 
 
 def node_records(nodesets):

@@ -14,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import elastic
+from ansible_collections.hybridhpc.slurm.plugins.module_utils.cluster_plan import truthy
 
 # Component -> package names, per OS family (Ubuntu uses Debian's names).
 PACKAGES = {
@@ -100,7 +101,7 @@ def host_components(host, groups, host_vars, jwt):
         manage = host_vars.get("slurmdbd_manage_mariadb")
         if manage is None:
             manage = host_vars.get("slurmdbd_storage_host", "localhost") in LOCAL_DATABASE
-        if _true(manage):
+        if truthy(manage):
             components.append("mariadb")
     if jwt and (member("slurmctld") or member("slurmdbd") or member("slurmrestd")):
         components.append("jwt")
@@ -134,12 +135,6 @@ def host_packages(components, facts, host_vars):
 def covered(wanted, installed):
     """True when every wanted package is in the host's transaction (the role's own install is then skipped)."""
     return bool(installed) and set(wanted) <= set(installed)
-
-
-def _true(value):
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
 
 
 def newly_installed(result, candidates):

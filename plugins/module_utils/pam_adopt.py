@@ -22,6 +22,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.hybridhpc.slurm.plugins.module_utils.cluster_plan import truthy
+
 # pam_slurm_adopt's options (Slurm's pam_slurm_adopt documentation) and their values.
 ACTION_CHOICES = {
     "pam_slurm_adopt_action_no_jobs": ("deny", "ignore"),
@@ -86,12 +88,6 @@ def with_contain(config, enabled=True):
     return result
 
 
-def _truthy(value):
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "yes", "1", "on")
-    return bool(value)
-
-
 def _names(value, var, problems):
     if value is None:
         return
@@ -114,11 +110,11 @@ def problems(inputs):
     the host's (its default follows the cluster's).
     """
     found = []
-    cluster_on = _truthy(inputs.get("slurm_pam_slurm_adopt", False))
+    cluster_on = truthy(inputs.get("slurm_pam_slurm_adopt", False))
     for var in ("slurm_pam_slurm_adopt", "pam_slurm_adopt_enabled", "pam_slurm_adopt_disable_x11", "pam_slurm_adopt_join_container"):
         if var in inputs and not isinstance(inputs[var], bool):
             found.append("%s: %r must be true or false (a YAML boolean, unquoted)" % (var, inputs[var]))
-    host_on = _truthy(inputs.get("pam_slurm_adopt_enabled", cluster_on))
+    host_on = truthy(inputs.get("pam_slurm_adopt_enabled", cluster_on))
     if host_on and inputs.get("is_compute") and inputs.get("is_login"):
         found.append(
             "slurm_pam_slurm_adopt: %s is in group 'login' and in group 'slurmd'; pam_slurm_adopt would refuse ssh to "
