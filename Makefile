@@ -15,6 +15,13 @@ export ANSIBLE_FORCE_COLOR ?= 0
 export PY_COLORS ?= 0
 LAB_INVENTORY ?= inventories/lab/hosts.yml
 LAB_CTL := onprem-ctl1
+# The lab's Debian suite, and with it the Slurm major: bookworm (22.05),
+# trixie (24.11, the default), sid (26.05). `make lab LAB_SUITE=sid`,
+# `make molecule LAB_SUITE=bookworm`. The image's tag is written to
+# .lab-image for the default suite (what the tests and benches read) and to
+# .lab-image-<suite> for the others.
+LAB_SUITE ?= trixie
+LAB_IMAGE_FILE := $(if $(filter trixie,$(LAB_SUITE)),.lab-image,.lab-image-$(LAB_SUITE))
 
 .PHONY: lab lab-down lab-status test lint sanity unit integration molecule bench bench-power bench-converge build ee-context deps docker image clean
 
@@ -35,13 +42,13 @@ docker:
 	@lab/ensure-docker.sh
 
 image: docker
-	@lab/build-image.sh > .lab-image
+	@HYBRIDHPC_LAB_SUITE=$(LAB_SUITE) lab/build-image.sh > $(LAB_IMAGE_FILE).new && mv $(LAB_IMAGE_FILE).new $(LAB_IMAGE_FILE)
 
 lab: docker deps image
 	@echo "make: lab containers"
-	@$(PY) lab/labctl.py up --inventory $(LAB_INVENTORY) --image $$(cat .lab-image)
+	@$(PY) lab/labctl.py up --inventory $(LAB_INVENTORY) --image $$(cat $(LAB_IMAGE_FILE))
 	@echo "make: ansible-playbook playbooks/site.yml (lab)"
-	@HYBRIDHPC_LAB_IMAGE=$$(cat .lab-image) $(BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/site.yml
+	@HYBRIDHPC_LAB_IMAGE=$$(cat $(LAB_IMAGE_FILE)) $(BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/site.yml
 	@lab/smoke.sh $(LAB_CTL)
 	@echo "make: lab is up (make lab-down removes it); a second 'make lab' re-runs site.yml, expecting changed=0"
 
@@ -79,7 +86,7 @@ molecule: deps image
 	@for s in $(MOLECULE_SCENARIOS); do \
 	  echo "make: molecule test -s $$s"; \
 	  start=$$(date +%s); \
-	  (cd extensions && HYBRIDHPC_LAB_IMAGE=$$(cat ../.lab-image) $(BIN)/molecule test -s $$s) || exit 1; \
+	  (cd extensions && HYBRIDHPC_LAB_IMAGE=$$(cat ../$(LAB_IMAGE_FILE)) $(BIN)/molecule test -s $$s) || exit 1; \
 	  echo "make: molecule scenario $$s passed in $$(( $$(date +%s) - start ))s"; \
 	done
 
@@ -113,4 +120,4 @@ ee-context: build
 	@$(BIN)/ansible-builder create -f execution-environment.yml -c build/ee --output-filename Containerfile
 
 clean: lab-down
-	@rm -rf $(VENV) .collections .cache build .lab-image
+	@rm -rf $(VENV) .collections .cache build .lab-image*

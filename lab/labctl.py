@@ -75,11 +75,23 @@ def load_hosts(inventory: str) -> dict[str, dict]:
     return hosts
 
 
-def cgroup_flags() -> list[str]:
+def cgroup_flags(image_cgroup_v1: bool = True) -> list[str]:
     # cgroup v2 (unified): systemd in the container needs its subtree writable.
     if os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
         return ["--cgroupns=host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw"]
+    # A cgroup v1 (hybrid) host and an image whose systemd refuses v1
+    # (systemd 256+, Debian sid): its /sys/fs/cgroup is the host's unified
+    # (v2) hierarchy, where docker puts the container too. No controller is
+    # enabled there (the v1 hierarchies hold them all), so nothing is limited.
+    if not image_cgroup_v1 and os.path.isdir("/sys/fs/cgroup/unified"):
+        return ["--cgroupns=host", "-v", "/sys/fs/cgroup/unified:/sys/fs/cgroup:rw"]
     return ["--cgroupns=host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:ro"]
+
+
+def image_supports_cgroup_v1(image: str) -> bool:
+    """Whether the image's systemd boots on cgroup v1 (label hybridhpc.lab.cgroup-v1, set by lab/build-image.sh)."""
+    res = docker("image", "inspect", "-f", '{{ index .Config.Labels "hybridhpc.lab.cgroup-v1" }}', image, check=False)
+    return res.stdout.strip() != "no"
 
 
 def loop_devices() -> list[str]:
@@ -102,6 +114,7 @@ def container_state(name: str) -> str | None:
 
 def up(inventory: str, image: str) -> None:
     hosts = load_hosts(inventory)
+    cgroup_v1 = image_supports_cgroup_v1(image)
     for hvars in hosts.values():
         for net in hvars.get("lab_networks") or [DEFAULT_NETWORK]:
             ensure_network(net)
@@ -116,7 +129,7 @@ def up(inventory: str, image: str) -> None:
             "run", "-d", "--name", host, "--hostname", host,
             "--label", LABEL, "--network", nets[0], "--network-alias", host,
             "--tmpfs", "/run", "--tmpfs", "/run/lock", "--tmpfs", "/tmp:exec,mode=1777",
-            *cgroup_flags(),
+            *cgroup_flags(cgroup_v1),
         ]
         # Named volumes ("name:/path"), e.g. the StateSaveLocation an HA pair of controllers shares.
         for volume in hvars.get("lab_volumes") or []:
