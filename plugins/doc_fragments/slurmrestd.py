@@ -21,8 +21,10 @@ options:
       - With O(slurmrestd_unix_socket), requests go to the socket and this URL
         only names the host in them.
       - The API version is chosen by asking C(GET /slurm/VERSION/ping) for
-        V(v0.0.42), V(v0.0.41) and V(v0.0.40), in that order; Slurm 24.11 serves
-        all three.
+        V(v0.0.45), V(v0.0.44), V(v0.0.43), V(v0.0.42), V(v0.0.41) and V(v0.0.40),
+        in that order - the newest the server serves. Slurm 24.11 serves
+        v0.0.40 to v0.0.42, Slurm 26.05 v0.0.42 to v0.0.45; Slurm 22.05 (v0.0.36 to
+        v0.0.38) is refused with the versions its C(GET /openapi/v3) lists.
     type: str
     default: http://localhost:6820
   slurmrestd_unix_socket:

@@ -10,9 +10,19 @@ client fails with one clear message when it is used without httpx.
 slurmrestd facts this relies on (Slurm 24.11, checked on the lab's 24.11.5
 unless noted; field names from the data_parser v0.0.42 OpenAPI schema):
 
-* Paths are ``/slurm/{data_parser}/...``; 24.11 serves v0.0.40, v0.0.41 and
-  v0.0.42 and answers 404 for any other version, so the version is found by
-  ``GET /slurm/{v}/ping`` in order of preference and cached.
+* Paths are ``/slurm/{data_parser}/...``; each Slurm major serves a few
+  versions and answers 404 for any other (module_utils/slurm_majors.py):
+  22.05 v0.0.36-v0.0.38, 24.11 v0.0.40-v0.0.42, 26.05 v0.0.42-v0.0.45. The
+  client speaks v0.0.40-v0.0.45 (:data:`DEFAULT_VERSIONS`; every call it
+  makes was checked live on 24.11 with v0.0.40-42 and on 26.05.5 with
+  v0.0.42-45), so the version is found by ``GET /slurm/{v}/ping``, newest
+  first, and cached. When none answers, ``GET /openapi/v3`` (whose ``paths``
+  list every version the server serves) names what it serves in the error.
+* Without a token slurmrestd answers 401 before it looks at the path (for a
+  version it does not serve too): a 401 does not choose a version.
+* v0.0.45's ``/ping`` entries drop ``pinged`` and ``mode``: ``responding``
+  (a boolean) and ``status`` (``"No error"``, ``"Protocol authentication
+  error"``) say the same.
 * JWT authentication: headers ``X-SLURM-USER-NAME`` and
   ``X-SLURM-USER-TOKEN``. No token: 401. slurmrestd passes the token on to
   slurmctld, which checks it: a bad token makes ``/ping`` answer 200 with
@@ -49,6 +59,7 @@ from __future__ import absolute_import, annotations, division, print_function  #
 
 __metaclass__ = type  # noqa: UP001
 
+import re
 import time
 from urllib.parse import quote
 
@@ -75,7 +86,9 @@ HTTPX_REQUIRED_MSG = (
 )
 
 DEFAULT_URL = "http://localhost:6820"
-DEFAULT_VERSIONS = ("v0.0.42", "v0.0.41", "v0.0.40")
+# The data_parser versions the client speaks, newest first (the probe's order).
+DEFAULT_VERSIONS = ("v0.0.45", "v0.0.44", "v0.0.43", "v0.0.42", "v0.0.41", "v0.0.40")
+_VERSION_RE = re.compile(r"^v\d+\.\d+\.\d+$")
 USER_HEADER = "X-SLURM-USER-NAME"
 TOKEN_HEADER = "X-SLURM-USER-TOKEN"
 
@@ -288,8 +301,32 @@ def node_states(node):
     return [str(s) for s in state]
 
 
+def openapi_versions(spec):
+    """The data_parser versions an OpenAPI document's paths name (``/slurm/v0.0.42/ping``), oldest first.
+
+    >>> openapi_versions({"paths": {"/slurm/v0.0.42/ping": {}, "/slurmdb/v0.0.41/jobs": {}, "/openapi/v3": {}}})
+    ['v0.0.41', 'v0.0.42']
+    """
+    found = set()
+    for path in (spec.get("paths") or {}) if isinstance(spec, dict) else ():
+        parts = str(path).strip("/").split("/")
+        if len(parts) > 1 and parts[0] in ("slurm", "slurmdb") and _VERSION_RE.match(parts[1]):
+            found.add(parts[1])
+    return sorted(found, key=lambda v: tuple(int(n) for n in v[1:].split(".")))
+
+
+def unsupported_hint(served):
+    """The end of the no-version error: what the server serves and what to do about it."""
+    if not served:
+        return "; check the data_parser plugins it loads"
+    newest = max(DEFAULT_VERSIONS, key=lambda v: tuple(int(n) for n in v[1:].split(".")))
+    oldest = min(DEFAULT_VERSIONS, key=lambda v: tuple(int(n) for n in v[1:].split(".")))
+    return "; it serves %s (GET /openapi/v3): this client speaks %s to %s (Slurm 23.11 and later)" % (
+        ", ".join(served), oldest, newest)
+
+
 def ping_up(entry):
-    """True when a ``/ping`` entry says its slurmctld answered."""
+    """True when a ``/ping`` entry says its slurmctld answered (``responding``, or ``pinged: UP`` before v0.0.45)."""
     if not isinstance(entry, dict):
         return False
     if entry.get("responding") is True:
@@ -539,15 +576,29 @@ class SlurmrestdClient:
             response = self._send("GET", path)
             if response.status_code == 404:
                 continue
-            self._version = candidate
             if response.status_code >= 400:
+                # 401 comes before routing: it says nothing about the version.
                 self._check("GET", path, response)
+            self._version = candidate
             return candidate
+        served = self.served_versions()
         raise UnsupportedVersion(
-            "slurmrestd at %s serves none of the API versions %s (all answered 404); "
-            "check the data_parser plugins it loads" % (self.unix_socket or self.url, ", ".join(self.versions)),
+            "slurmrestd at %s serves none of the API versions %s (all answered 404)%s"
+            % (self.unix_socket or self.url, ", ".join(self.versions), unsupported_hint(served)),
             404,
         )
+
+    def served_versions(self):
+        """The data_parser versions slurmrestd serves, from the paths of ``GET /openapi/v3``, oldest first.
+
+        An empty list when the server does not tell (an error, no JSON).
+        """
+        try:
+            response = self._send("GET", "/openapi/v3")
+        except SlurmrestdError:
+            return []
+        data = self._json(response) if response.status_code == 200 else None
+        return openapi_versions(data or {})
 
     def request(self, method, endpoint, body=None, idempotent=True):
         """``METHOD /slurm/{version}/{endpoint}``; return the JSON answer or raise."""

@@ -110,11 +110,15 @@ class FakeSlurmrestd:
                 return self.answer(status, text=payload)
             return self.answer(status, payload)
 
+        # Like slurmrestd: no token is 401 before the path is looked at.
+        if sr.TOKEN_HEADER not in request.headers:
+            return self.answer(401, text="Authentication failure")
+        if request.url.path == "/openapi/v3":
+            return httpx.Response(200, json={"openapi": "3.0.2", "paths": {
+                "/slurm/%s/%s" % (v, e): {} for v in self.versions for e in ("ping", "nodes")}})
         parts = request.url.path.strip("/").split("/")
         if len(parts) < 3 or parts[0] != "slurm" or parts[1] not in self.versions:
             return self.answer(404, text="Unable to find requested URL")
-        if sr.TOKEN_HEADER not in request.headers:
-            return self.answer(401, text="Authentication failure")
         user = self._user(request)
         endpoint, method = parts[2:], request.method
 
@@ -247,8 +251,28 @@ def test_probes_newest_version_first_and_caches_it(fake):
     assert client.version == "v0.0.42"
     client.nodes()
     client.nodes()
+    # Slurm 24.11: the three newer versions the client speaks answer 404.
     assert [r["path"] for r in fake.requests] == [
-        "/slurm/v0.0.42/ping", "/slurm/v0.0.42/nodes", "/slurm/v0.0.42/nodes"]
+        "/slurm/v0.0.45/ping", "/slurm/v0.0.44/ping", "/slurm/v0.0.43/ping", "/slurm/v0.0.42/ping",
+        "/slurm/v0.0.42/nodes", "/slurm/v0.0.42/nodes"]
+
+
+@pytest.mark.parametrize(
+    ("served", "chosen"),
+    [
+        # As each lab's slurmrestd lists them in GET /openapi/v3.
+        (("v0.0.40", "v0.0.41", "v0.0.42"), "v0.0.42"),             # 24.11
+        (("v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"), "v0.0.45"),  # 26.05
+        (("v0.0.41", "v0.0.42", "v0.0.43"), "v0.0.43"),             # 25.05
+        (("v0.0.38", "v0.0.39", "v0.0.40"), "v0.0.40"),             # 23.11
+    ],
+)
+def test_chooses_the_newest_version_the_server_serves(served, chosen):
+    fake = FakeSlurmrestd(versions=served)
+    client = make(fake)
+    assert client.version == chosen
+    assert client.nodes()[0]["name"] == "c1"
+    assert fake.requests[-1]["path"] == "/slurm/%s/nodes" % chosen
 
 
 def test_falls_back_to_an_older_version_on_404():
@@ -256,18 +280,62 @@ def test_falls_back_to_an_older_version_on_404():
     client = make(fake)
     assert client.version == "v0.0.40"
     assert [r["path"] for r in fake.requests] == [
+        "/slurm/v0.0.45/ping", "/slurm/v0.0.44/ping", "/slurm/v0.0.43/ping",
         "/slurm/v0.0.42/ping", "/slurm/v0.0.41/ping", "/slurm/v0.0.40/ping"]
     assert client.nodes()[0]["name"] == "c1"
     assert fake.requests[-1]["path"] == "/slurm/v0.0.40/nodes"
 
 
-def test_no_supported_version():
-    fake = FakeSlurmrestd(versions=("v0.0.39", "v0.0.43"))
+def test_no_supported_version_names_what_the_server_serves():
+    # Slurm 22.05 (bookworm): v0.0.36-v0.0.38 only.
+    fake = FakeSlurmrestd(versions=("v0.0.36", "v0.0.37", "v0.0.38"))
     client = make(fake)
     with pytest.raises(sr.UnsupportedVersion) as err:
         client.ping()
-    assert "v0.0.42, v0.0.41, v0.0.40" in str(err.value)
+    assert "v0.0.45, v0.0.44, v0.0.43, v0.0.42, v0.0.41, v0.0.40" in str(err.value)
+    assert "it serves v0.0.36, v0.0.37, v0.0.38 (GET /openapi/v3): this client speaks v0.0.40 to v0.0.45" in str(err.value)
     assert err.value.status == 404
+    assert fake.requests[-1]["path"] == "/openapi/v3"
+
+
+def test_no_supported_version_and_no_openapi_answer():
+    fake = FakeSlurmrestd(versions=("v0.0.39",))
+    client = make(fake)
+    fake.inject = [(404, "no such path")] * 6 + [(500, "no spec")]
+    with pytest.raises(sr.UnsupportedVersion) as err:
+        client.ping()
+    assert str(err.value).endswith("(all answered 404); check the data_parser plugins it loads")
+
+
+def test_a_401_does_not_choose_a_version(fake):
+    client = make(fake, token=None)
+    with pytest.raises(sr.AuthenticationRequired):
+        client.ping()
+    assert client._version is None, "slurmrestd answers 401 before it routes: the version is still unknown"
+    client.token = token("root")
+    assert client.version == "v0.0.42"
+
+
+def test_openapi_versions():
+    spec = {"paths": {"/slurm/v0.0.45/ping": {}, "/slurm/v0.0.42/nodes": {}, "/slurmdb/v0.0.44/jobs": {},
+                      "/openapi/v3": {}, "/util/v0.0.45/hostnames": {}, "/slurm/latest/ping": {}}}
+    assert sr.openapi_versions(spec) == ["v0.0.42", "v0.0.44", "v0.0.45"]
+    assert sr.openapi_versions({}) == []
+    assert sr.openapi_versions(None) == []
+
+
+@pytest.mark.parametrize(
+    ("entry", "up"),
+    [
+        ({"hostname": "c", "pinged": "UP", "responding": True, "mode": "primary"}, True),
+        ({"hostname": "c", "pinged": "DOWN", "responding": False, "mode": "primary"}, False),
+        # v0.0.45 (Slurm 26.05.5): no "pinged", a "status" text.
+        ({"hostname": "c", "responding": True, "primary": True, "status": "No error"}, True),
+        ({"hostname": "c", "responding": False, "primary": True, "status": "Protocol authentication error"}, False),
+    ],
+)
+def test_ping_up_every_version(entry, up):
+    assert sr.ping_up(entry) is up
 
 
 def test_versions_can_be_chosen(fake):
