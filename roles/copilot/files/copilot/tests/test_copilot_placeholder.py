@@ -151,6 +151,8 @@ def test_rest_slurm_lists_submits_and_cancels_placeholder_jobs():
     def answer(request):
         body = json.loads(request.content) if request.content else None
         requests.append((request.method, request.url.path, body))
+        if request.url.path.split("/")[2] not in ("v0.0.40", "v0.0.41", "v0.0.42"):  # as Slurm 24.11 serves
+            return httpx.Response(404, text="Unable to find requested URL")
         if request.url.path.endswith("/ping"):
             return httpx.Response(200, json={"pings": [{"pinged": "UP", "responding": True}]})
         if request.url.path.endswith("/jobs"):
