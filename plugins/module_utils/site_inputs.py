@@ -22,7 +22,7 @@ import json
 import os
 import re
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import accounting, elastic, pam_adopt
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import accounting, elastic, pam_adopt, slurm_majors
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.cluster_plan import record_node_names
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.hostlist import HostlistError, expand
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr import (
@@ -693,6 +693,8 @@ ROLE_CHECKS = {
     "copilot": copilot_problems,
     "rolling_upgrade": upgrade_problems,
     "pam_slurm_adopt": pam_adopt.problems,
+    # What the host's Slurm major lacks (module_utils/slurm_majors.py).
+    "slurm_major": slurm_majors.problems,
 }
 
 
