@@ -13,7 +13,17 @@ from fake_slurmrestd import FakeSlurmrestd
 
 from hybridhpc_copilot import config, core, names, tokens, units
 from hybridhpc_copilot._vendor import jwt
-from hybridhpc_copilot.kube import GENERICNODES, NODES, PODS, Conflict, FakeKube, TemporaryError, label_selector_matches
+from hybridhpc_copilot.kube import (
+    GENERICNODES,
+    NODES,
+    PODS,
+    Conflict,
+    FakeKube,
+    TemporaryError,
+    finalizer_body,
+    label_selector_matches,
+    ledger_body,
+)
 from hybridhpc_copilot.loop import Copilot, Executor, Informer, compact
 from hybridhpc_copilot.metrics import Metrics
 from hybridhpc_copilot.poller import SlurmPoller, changed_nodes
@@ -330,6 +340,21 @@ def test_poller_reports_changes_and_forgets_on_errors():
     with pytest.raises(SlurmUnavailable):
         poller.poll()
     assert poller.nodes is None
+
+
+def test_ledger_and_finalizer_bodies_hold_to_the_version_read_and_leave_the_cached_object_alone():
+    cached = {"metadata": {"name": "k8s-c1", "resourceVersion": "7", "finalizers": ["other/one", names.FINALIZER]},
+              "spec": {"alias": "c1"}, "status": {"admissions": {}}}
+    before = json.dumps(cached, sort_keys=True)
+    ledger = ledger_body(cached, {"admissions": {"a1": {}}}, "5")
+    assert (ledger["status"], ledger["metadata"]["resourceVersion"]) == ({"admissions": {"a1": {}}}, "5")
+    assert (ledger["apiVersion"], ledger["kind"]) == (names.API_VERSION, names.KIND)
+    removed = finalizer_body(cached, False)
+    assert removed["metadata"] == {"name": "k8s-c1", "resourceVersion": "7", "finalizers": ["other/one"]}
+    assert "status" not in removed  # a PUT of the object must not look like a status write
+    added = finalizer_body(removed, True)
+    assert added["metadata"]["finalizers"] == ["other/one", names.FINALIZER]
+    assert json.dumps(cached, sort_keys=True) == before
 
 
 def test_label_selectors_of_the_fake():

@@ -6,10 +6,14 @@ python3-kubernetes 22 in Debian 12 and the releases on PyPI). Three kinds are
 read: ``genericnodes`` (cluster-scoped custom resource), ``pods`` and ``nodes``;
 writes are few and all conditional:
 
-* the GenericNode status (the ledger): ``PUT .../status`` carrying the
+* ``write_ledger``: the GenericNode status, ``PUT .../status`` carrying the
   resourceVersion read, so a concurrent writer makes it fail with 409;
-* the GenericNode itself, only for its finalizer (``PUT``, same rule);
-* one annotation on a Node (a merge patch of ``metadata.annotations``).
+* ``set_finalizer``: the GenericNode itself, only for its finalizer (``PUT``,
+  same rule);
+* ``annotate_node``: one annotation on a Node (a merge patch of
+  ``metadata.annotations``).
+
+Every request body is built here: callers say what they want written.
 
 Errors: :class:`Conflict` (409), :class:`Gone` (410: watch from a fresh
 list), :class:`TemporaryError` (5xx, 429, no connection: retry with backoff)
@@ -88,12 +92,71 @@ class Kube(Protocol):
     def replace_object(self, obj: dict) -> dict:
         """PUT a GenericNode (metadata and spec; the status is not written this way)."""
 
-    def annotate_node(self, name: str, key: str, value: str | None) -> dict: ...
+    def write_ledger(self, obj: dict, status: dict, resource_version: str | None = None) -> dict:
+        """Replace a GenericNode's status (the ledger) if it is still at ``resource_version`` (else obj's)."""
+
+    def set_finalizer(self, obj: dict, present: bool, resource_version: str | None = None) -> dict:
+        """Add (or remove) the copilot's finalizer on a GenericNode, with the same condition."""
+
+    def annotate_node(self, name: str, key: str, value: str | None) -> dict:
+        """Set (``None``: remove) one annotation on a Node."""
+
+    def read_secret(self, namespace: str, name: str) -> dict | None: ...
 
 
 def object_key(obj: dict) -> str:
     meta = obj.get("metadata") or {}
     return "%s/%s" % (meta.get("namespace"), meta.get("name")) if meta.get("namespace") else str(meta.get("name"))
+
+
+def ledger_body(obj: dict, status: dict, resource_version: str | None = None) -> dict:
+    """The body of ``PUT .../status``: the GenericNode as read, with ``status`` and the resourceVersion to hold to.
+
+    ``obj`` is not changed (cached objects are shared). The server takes the
+    status from it and fails with 409 when the resourceVersion moved on.
+    """
+    body = _generic_node_body(obj, resource_version)
+    body["status"] = status
+    return body
+
+
+def finalizer_body(obj: dict, present: bool, resource_version: str | None = None) -> dict:
+    """The body of ``PUT`` on a GenericNode with the copilot's finalizer added (or removed), others kept."""
+    body = _generic_node_body(obj, resource_version)
+    finalizers = [f for f in body["metadata"].get("finalizers") or [] if f != names.FINALIZER]
+    if present:
+        finalizers.append(names.FINALIZER)
+    body["metadata"]["finalizers"] = finalizers
+    return body
+
+
+def _generic_node_body(obj: dict, resource_version: str | None) -> dict:
+    body = {k: v for k, v in obj.items() if k != "status"}
+    body["metadata"] = dict(obj.get("metadata") or {})
+    if resource_version is not None:
+        body["metadata"]["resourceVersion"] = resource_version
+    body.setdefault("apiVersion", names.API_VERSION)
+    body.setdefault("kind", names.KIND)
+    return body
+
+
+class _ReplacesGenericNodes(Protocol):
+    def replace_status(self, obj: dict) -> dict: ...
+
+    def replace_object(self, obj: dict) -> dict: ...
+
+
+class GenericNodeWrites:
+    """The copilot's two GenericNode writes, said as what they do, over a client's ``replace_*`` calls.
+
+    Shared by the real client and the fake, so both send the same bodies.
+    """
+
+    def write_ledger(self: _ReplacesGenericNodes, obj: dict, status: dict, resource_version: str | None = None) -> dict:
+        return self.replace_status(ledger_body(obj, status, resource_version))
+
+    def set_finalizer(self: _ReplacesGenericNodes, obj: dict, present: bool, resource_version: str | None = None) -> dict:
+        return self.replace_object(finalizer_body(obj, present, resource_version))
 
 
 def label_selector_matches(selector: str | None, labels: dict | None) -> bool:
@@ -122,7 +185,7 @@ def label_selector_matches(selector: str | None, labels: dict | None) -> bool:
 # -- the real client ----------------------------------------------------------------------
 
 
-class KubeClient:
+class KubeClient(GenericNodeWrites):
     """The Kubernetes API through the ``kubernetes`` package (python3-kubernetes 22.6 or later).
 
     Only calls every version since 22.6 has, with ``_preload_content=False``
@@ -306,7 +369,7 @@ def clone(obj):
     return obj
 
 
-class FakeKube:
+class FakeKube(GenericNodeWrites):
     """An in-memory API server for the kinds the copilot uses.
 
     Every write bumps one global resourceVersion; a PUT carrying an old one

@@ -151,6 +151,18 @@ class Executor:
     def __init__(self, kube, slurm, informer: Informer, metrics=None, dry_run: bool = False, nodes: Informer | None = None):
         self.kube, self.slurm, self.informer, self.metrics, self.dry_run = kube, slurm, informer, metrics, dry_run
         self.nodes = nodes
+        # One handler per kind of action: a new action is a class in core (or a strategy) and a line here.
+        self._handlers: dict[type, Callable] = {
+            core.WriteStatus: self._write_status,
+            core.AddFinalizer: self._add_finalizer,
+            core.RemoveFinalizer: self._remove_finalizer,
+            core.SetGres: self._set_gres,
+            placeholder.SubmitPlaceholder: self._submit_placeholder,
+            placeholder.CancelPlaceholder: self._cancel_placeholder,
+            core.DrainNode: self._drain_node,
+            core.ResumeNode: self._resume_node,
+            core.AnnotateNode: self._annotate_node,
+        }
 
     def run(self, actions: list) -> Outcome:
         outcome = Outcome()
@@ -213,60 +225,70 @@ class Executor:
         log.info("would " + action.kind if self.dry_run else action.kind, extra={"fields": self._describe(action)})
         if self.dry_run:
             return
-        if isinstance(action, core.WriteStatus):
-            body = self._object(action.node, latest, action.resource_version)
-            body["status"] = action.status
-            result = self.kube.replace_status(body)
-            if isinstance(result, dict) and result.get("status") == action.status:
-                # The server kept the status as sent: the cache shares the action's (which the pass
-                # holds until it ends) instead of a copy of it; a first start writes every ledger.
-                result = dict(result, status=action.status)
-            self._wrote(result, latest)
-        elif isinstance(action, (core.AddFinalizer, core.RemoveFinalizer)):
-            body = self._object(action.node, latest, action.resource_version)
-            finalizers = [f for f in body["metadata"].get("finalizers") or [] if f != names.FINALIZER]
-            if isinstance(action, core.AddFinalizer):
-                finalizers.append(names.FINALIZER)
-            body["metadata"]["finalizers"] = finalizers
-            body.pop("status", None)
-            self._wrote(self.kube.replace_object(body), latest)
-        elif isinstance(action, core.SetGres):
-            try:
-                self.slurm.set_node_gres(action.slurm_node, action.gres)
-            except SlurmRefused as err:
-                if not action.fallback:
-                    raise
-                log.warning("Slurm refused the count, setting the fallback", extra={"fields": {
-                    "slurm_node": action.slurm_node, "gres": action.gres, "fallback": action.fallback, "error": str(err)}})
-                self.slurm.set_node_gres(action.slurm_node, action.fallback)
-        elif isinstance(action, placeholder.SubmitPlaceholder):
-            job_id = self.slurm.submit_placeholder(action.job_name, action.slurm_node, action.cpus, action.memory_mb)
-            log.info("placeholder job submitted", extra={"fields": {"node": action.node, "job_id": job_id,
-                                                                     "job_name": action.job_name}})
-        elif isinstance(action, placeholder.CancelPlaceholder):
-            self.slurm.cancel_job(action.job_id)
-        elif isinstance(action, core.DrainNode):
-            self.slurm.drain_node(action.slurm_node, action.reason)
-        elif isinstance(action, core.ResumeNode):
-            self.slurm.resume_node(action.slurm_node)
-        elif isinstance(action, core.AnnotateNode):
-            result = self.kube.annotate_node(action.kube_node, action.key, action.value)
-            if self.nodes is not None and isinstance(result, dict):
-                self.nodes.put(result)
-        else:
+        handler = self._handlers.get(type(action))
+        if handler is None:
             raise TypeError("no executor for %r" % (action,))
+        handler(action, latest)
 
-    def _object(self, name: str, latest: dict, resource_version: str) -> dict:
-        source = latest.get(name) or self.informer.get(name)
+    def _write_status(self, action: core.WriteStatus, latest: dict) -> None:
+        source, resource_version = self._source(action.node, latest, action.resource_version)
+        result = self.kube.write_ledger(source, action.status, resource_version)
+        if isinstance(result, dict) and result.get("status") == action.status:
+            # The server kept the status as sent: the cache shares the action's (which the pass
+            # holds until it ends) instead of a copy of it; a first start writes every ledger.
+            result = dict(result, status=action.status)
+        self._wrote(result, latest)
+
+    def _add_finalizer(self, action: core.AddFinalizer, latest: dict) -> None:
+        source, resource_version = self._source(action.node, latest, action.resource_version)
+        self._wrote(self.kube.set_finalizer(source, True, resource_version), latest)
+
+    def _remove_finalizer(self, action: core.RemoveFinalizer, latest: dict) -> None:
+        source, resource_version = self._source(action.node, latest, action.resource_version)
+        self._wrote(self.kube.set_finalizer(source, False, resource_version), latest)
+
+    def _set_gres(self, action: core.SetGres, _latest: dict) -> None:
+        try:
+            self.slurm.set_node_gres(action.slurm_node, action.gres)
+        except SlurmRefused as err:
+            if not action.fallback:
+                raise
+            log.warning("Slurm refused the count, setting the fallback", extra={"fields": {
+                "slurm_node": action.slurm_node, "gres": action.gres, "fallback": action.fallback, "error": str(err)}})
+            self.slurm.set_node_gres(action.slurm_node, action.fallback)
+
+    def _submit_placeholder(self, action: placeholder.SubmitPlaceholder, _latest: dict) -> None:
+        job_id = self.slurm.submit_placeholder(action.job_name, action.slurm_node, action.cpus, action.memory_mb)
+        log.info("placeholder job submitted", extra={"fields": {"node": action.node, "job_id": job_id,
+                                                                 "job_name": action.job_name}})
+
+    def _cancel_placeholder(self, action: placeholder.CancelPlaceholder, _latest: dict) -> None:
+        self.slurm.cancel_job(action.job_id)
+
+    def _drain_node(self, action: core.DrainNode, _latest: dict) -> None:
+        self.slurm.drain_node(action.slurm_node, action.reason)
+
+    def _resume_node(self, action: core.ResumeNode, _latest: dict) -> None:
+        self.slurm.resume_node(action.slurm_node)
+
+    def _annotate_node(self, action: core.AnnotateNode, _latest: dict) -> None:
+        result = self.kube.annotate_node(action.kube_node, action.key, action.value)
+        if self.nodes is not None and isinstance(result, dict):
+            self.nodes.put(result)
+
+    def _source(self, name: str, latest: dict, resource_version: str) -> tuple[dict, str | None]:
+        """The GenericNode a write starts from, and the resourceVersion it must still be at.
+
+        After our own write in this round, that write's answer and its version
+        (the action's was read before it); otherwise the cached object at the
+        version the decision read.
+        """
+        if name in latest:
+            return latest[name], None
+        source = self.informer.get(name)
         if source is None:
             raise Conflict("GenericNode %s is no longer cached" % name, 409)
-        body = {k: v for k, v in source.items() if k != "status"}
-        body["metadata"] = dict(source.get("metadata") or {})
-        if name not in latest:
-            body["metadata"]["resourceVersion"] = resource_version
-        body.setdefault("apiVersion", names.API_VERSION)
-        body.setdefault("kind", names.KIND)
-        return body
+        return source, resource_version
 
     def _wrote(self, result: dict, latest: dict) -> None:
         name = (result.get("metadata") or {}).get("name")
