@@ -57,7 +57,7 @@ PLACEHOLDER_JOB_PREFIX = "copilot-placeholder/"
 # slurmctld refuses a slurmd registration when a GRES count differs from the one
 # slurmd last registered with while jobs hold that GRES (gres.c, _node_config_validate),
 # and marks the node INVALID_REG + DRAIN with this reason. A count the copilot changed
-# while jobs ran is such a difference; the copilot recovers from it (core.py).
+# while jobs ran is such a difference; the copilot recovers from it (core.drain_sync).
 REGISTRATION_REASON = r"gres/(%s|%s) count changed and jobs are using them \((\d+) != (\d+)\)" % (GRES_CPU, GRES_MEMORY)
 
 # -- where ACK keeps a cluster's slurmrestd token ---------------------------

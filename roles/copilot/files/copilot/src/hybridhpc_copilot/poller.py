@@ -6,7 +6,7 @@ import threading
 from collections.abc import Collection
 from typing import Callable
 
-from .core import SlurmNode
+from .model import SlurmNode
 from .slurm import Slurm
 
 

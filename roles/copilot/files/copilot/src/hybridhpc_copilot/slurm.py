@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from . import names
-from .core import SlurmNode
-from .placeholder import PlaceholderJob
+from .model import PlaceholderJob, SlurmNode
 from .units import parse_gres, replace_gres
 
 # The placeholder jobs' script: it only has to keep running; Slurm's accounting does the work.
