@@ -40,6 +40,11 @@ from . import names
 from .gres import GresStrategy, capacity_from_gres, fallback_counts, gres_string, restore_unshared, wanted_counts
 from .ledger import (
     AdmissionRequest,
+    Allocation,
+    JsonObject,
+    Ledger,
+    LedgerEntry,
+    Quantities,
     admissions_of,
     alias_of,
     entry_amounts,
@@ -47,6 +52,7 @@ from .ledger import (
     is_slurm_node,
     ledger_of,
     metadata_of,
+    object_in,
     old_allocation,
     parse_admission,
     parse_timestamp,
@@ -117,7 +123,7 @@ def reconcile(observed: Observed) -> list[Action]:
     return actions
 
 
-def reconcile_node(name: str, obj: Mapping, observed: Observed, owner: str) -> list[Action]:
+def reconcile_node(name: str, obj: JsonObject, observed: Observed, owner: str) -> list[Action]:
     """Actions for one GenericNode (``owner``: the GenericNode that shares its Slurm node), phase by phase.
 
     The decisions come first, then the finalizer, the ledger write, what Slurm
@@ -144,7 +150,7 @@ def reconcile_node(name: str, obj: Mapping, observed: Observed, owner: str) -> l
     return actions
 
 
-def node_facts(name: str, obj: Mapping, observed: Observed, owner: str) -> NodeFacts:
+def node_facts(name: str, obj: JsonObject, observed: Observed, owner: str) -> NodeFacts:
     meta = metadata_of(obj)
     alias = alias_of(obj)
     slurm_known = observed.slurm_nodes is not None
@@ -159,7 +165,7 @@ def node_facts(name: str, obj: Mapping, observed: Observed, owner: str) -> NodeF
 # -- 1-4: the ledger's decisions ---------------------------------------------------------
 
 
-def forget_removed(facts: NodeFacts, ledger: dict, requests: list[AdmissionRequest]) -> Step:
+def forget_removed(facts: NodeFacts, ledger: Ledger, requests: list[AdmissionRequest]) -> Step:
     """Admissions the scheduler removed from the spec: forgotten, releasing what they held."""
     in_spec = {adm.uid for adm in requests if adm.uid}
     removed = [uid for uid in ledger if uid not in in_spec]
@@ -170,7 +176,7 @@ def forget_removed(facts: NodeFacts, ledger: dict, requests: list[AdmissionReque
     return {uid: entry for uid, entry in ledger.items() if uid in in_spec}, decisions
 
 
-def release_gone(facts: NodeFacts, ledger: dict, pods: Mapping) -> Step:
+def release_gone(facts: NodeFacts, ledger: Ledger, pods: Mapping[tuple[str, str], Pod]) -> Step:
     """Held admissions whose pod went away: released."""
     gone = {uid: why for uid, entry in ledger.items()
             if entry.get("state") in names.HOLDING_STATES and (why := pod_gone(entry, pods))}
@@ -182,7 +188,7 @@ def release_gone(facts: NodeFacts, ledger: dict, pods: Mapping) -> Step:
     return ledger, [ReleaseAdmission(facts.name, uid, why) for uid, why in gone.items()]
 
 
-def settle_reservations(facts: NodeFacts, strategy: Strategy, ledger: dict, timeout: float) -> Step:
+def settle_reservations(facts: NodeFacts, strategy: Strategy, ledger: Ledger, timeout: float) -> Step:
     """Reservations: granted once Slurm can no longer hand the resources out; denied when it cannot, or not in time."""
     decisions: list[Decision] = []
     reserved = _reserved(ledger)
@@ -198,11 +204,11 @@ def settle_reservations(facts: NodeFacts, strategy: Strategy, ledger: dict, time
     return ledger, decisions + [DenyAdmission(facts.name, uid, reason) for uid in late]
 
 
-def _reserved(ledger: Mapping) -> list[str]:
+def _reserved(ledger: Ledger) -> list[str]:
     return [uid for uid, entry in ledger.items() if entry.get("state") == names.RESERVED]
 
 
-def _too_late(facts: NodeFacts, strategy: Strategy, entry: Mapping, timeout: float) -> bool:
+def _too_late(facts: NodeFacts, strategy: Strategy, entry: LedgerEntry, timeout: float) -> bool:
     """Whether a reservation Slurm has not taken is to be denied (never while Slurm cannot be read)."""
     if not facts.slurm_known:
         return False
@@ -210,7 +216,7 @@ def _too_late(facts: NodeFacts, strategy: Strategy, entry: Mapping, timeout: flo
     return facts.slurm is None or strategy.cap is None or since is None or facts.now - since > timeout
 
 
-def admit_new(facts: NodeFacts, strategy: Strategy, ledger: dict, requests: list[AdmissionRequest], pods: Mapping) -> Step:
+def admit_new(facts: NodeFacts, strategy: Strategy, ledger: Ledger, requests: list[AdmissionRequest], pods: Mapping[tuple[str, str], Pod]) -> Step:
     """New admissions, in the order the scheduler listed them, each against what the ones before took."""
     refusal = node_refusal(facts, strategy)
     decisions: list[Decision] = []
@@ -286,7 +292,7 @@ def shortfall(strategy: Strategy, held: tuple[int, int], adm: AdmissionRequest) 
     return "insufficient " + "; ".join(problems) if problems else ""
 
 
-def new_entry(adm: AdmissionRequest, pod: Pod | None) -> dict:
+def new_entry(adm: AdmissionRequest, pod: Pod | None) -> LedgerEntry:
     """A ledger entry for a new admission, before its state is set."""
     return {
         "pod": {"namespace": adm.namespace, "name": adm.name, "uid": adm.pod_uid or (pod.uid if pod else "")},
@@ -294,9 +300,9 @@ def new_entry(adm: AdmissionRequest, pod: Pod | None) -> dict:
     }
 
 
-def pod_gone(entry: Mapping, pods: Mapping) -> str:
+def pod_gone(entry: LedgerEntry, pods: Mapping[tuple[str, str], Pod]) -> str:
     """Why a held admission's pod no longer holds resources ('' while it does)."""
-    ref = entry.get("pod") if isinstance(entry.get("pod"), dict) else {}
+    ref = object_in(entry.get("pod"))
     pod = pods.get((str(ref.get("namespace") or ""), str(ref.get("name") or "")))
     if pod is None:
         return "pod deleted"
@@ -317,12 +323,12 @@ def add_finalizer(facts: NodeFacts, settings: Settings) -> list[Action]:
     return []
 
 
-def write_status(facts: NodeFacts, strategy: Strategy, ledger: dict) -> list[Action]:
+def write_status(facts: NodeFacts, strategy: Strategy, ledger: Ledger) -> list[Action]:
     """The ledger and what it shows, written only when it changed."""
-    status = dict(facts.status)
+    status = facts.status.copy()
     status[names.STATUS_ADMISSIONS] = ledger
     status[names.STATUS_ALLOCATED] = allocations(facts, strategy, ledger)
-    status[names.STATUS_SLURM] = strategy.slurm_status(ledger) or dict(slurm_status_of(facts.status)) or {"node": facts.alias}
+    status[names.STATUS_SLURM] = strategy.slurm_status(ledger) or slurm_status_of(facts.status).copy() or {"node": facts.alias}
     if facts.slurm is not None and strategy.cap is not None:
         message = strategy.overcommitted(ledger)
         reason = "SlurmUsedKubernetesShare" if message else "WithinCapacity"
@@ -333,10 +339,10 @@ def write_status(facts: NodeFacts, strategy: Strategy, ledger: dict) -> list[Act
     return [WriteStatus(facts.name, facts.resource_version, status)]
 
 
-def allocations(facts: NodeFacts, strategy: Strategy, ledger: Mapping) -> list[dict]:
+def allocations(facts: NodeFacts, strategy: Strategy, ledger: Ledger) -> list[Allocation]:
     """``allocatedResources`` as ACK shows them: Slurm's usage (the recorded one while Slurm is unread), Kubernetes' holdings."""
     usage, held = strategy.usage, holdings(ledger)
-    slurm = {"cpu": format_cpu(usage[0] * 1000), "memory": format_memory(usage[1] * MIB)}
+    slurm: Quantities = {"cpu": format_cpu(usage[0] * 1000), "memory": format_memory(usage[1] * MIB)}
     if facts.slurm is None:
         slurm = old_allocation(facts.status, names.ALLOCATION_SLURM) or {"cpu": "0", "memory": "0"}
     return [
@@ -345,7 +351,7 @@ def allocations(facts: NodeFacts, strategy: Strategy, ledger: Mapping) -> list[d
     ]
 
 
-def tell_slurm(facts: NodeFacts, strategy: Strategy, ledger: Mapping) -> list[Action]:
+def tell_slurm(facts: NodeFacts, strategy: Strategy, ledger: Ledger) -> list[Action]:
     """What Slurm must hold back for Kubernetes now."""
     if facts.slurm is None or strategy.cap is None:
         return []
@@ -361,7 +367,7 @@ def sync_drains(facts: NodeFacts, observed: Observed) -> list[Action]:
     return drain_sync(facts.name, kube, slurm)
 
 
-def remove_finalizer(facts: NodeFacts, strategy: Strategy, ledger: Mapping) -> list[Action]:
+def remove_finalizer(facts: NodeFacts, strategy: Strategy, ledger: Ledger) -> list[Action]:
     """A deleted GenericNode goes once nothing is held and Slurm has its resources back."""
     if not (facts.deleting and names.FINALIZER in facts.finalizers and facts.slurm_known):
         return []

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from . import names
-from .ledger import holdings, transition
-from .model import Action, Capacity, DenyAdmission, GrantAdmission, Observed, SetGres, Settings, SlurmNode
+from .ledger import Ledger, LedgerEntry, SlurmStatus, Status, holdings, object_in, transition
+from .model import Action, Capacity, Decision, DenyAdmission, GrantAdmission, Observed, SetGres, Settings, SlurmNode
 from .strategy import NodeFacts, Step
 from .units import cpus_for, format_cpu, format_memory, mib_for, parse_gres, replace_gres
 
@@ -24,14 +24,14 @@ def gres_string(cpus: int, memory_mb: int) -> str:
     return "%s:%d,%s:%d" % (names.GRES_CPU, cpus, names.GRES_MEMORY, memory_mb)
 
 
-def capacity_from_gres(text) -> Capacity | None:
+def capacity_from_gres(text: object) -> Capacity | None:
     counts = parse_gres(text) if isinstance(text, str) else {}
     if names.GRES_CPU in counts and names.GRES_MEMORY in counts:
         return Capacity(counts[names.GRES_CPU], counts[names.GRES_MEMORY])
     return None
 
 
-def wanted_counts(cap: Capacity, ledger: Mapping) -> tuple[int, int]:
+def wanted_counts(cap: Capacity, ledger: Mapping[str, LedgerEntry]) -> tuple[int, int]:
     """The k8scpu/k8smemory counts Slurm should have: configured minus what Kubernetes holds."""
     cpu, mem = holdings(ledger)
     return max(0, cap.cpus - cpus_for(cpu)), max(0, cap.memory_mb - mib_for(mem))
@@ -50,7 +50,7 @@ def fallback_counts(cap: Capacity, want: tuple[int, int], usage: tuple[int, int]
     return min(cap.cpus, max(want[0], usage[0])), min(cap.memory_mb, max(want[1], usage[1]))
 
 
-def capacity(settings: Settings, alias: str, status: Mapping, slurm: SlurmNode | None) -> Capacity | None:
+def capacity(settings: Settings, alias: str, status: Status, slurm: SlurmNode | None) -> Capacity | None:
     """What the node shares.
 
     The config's counts when it lists the node (they must equal slurm.conf).
@@ -58,15 +58,17 @@ def capacity(settings: Settings, alias: str, status: Mapping, slurm: SlurmNode |
     Slurm never holds more than slurm.conf (a higher count makes the node
     INVALID_REG), so this never overshoots, and a revert shows the full value.
     """
-    if slurm is not None and None in slurm.counts:
-        return None  # slurm.conf gives the node no k8scpu/k8smemory GRES: not shared
+    current = None
+    if slurm is not None:
+        cpus, memory_mb = slurm.counts
+        if cpus is None or memory_mb is None:
+            return None  # slurm.conf gives the node no k8scpu/k8smemory GRES: not shared
+        current = Capacity(cpus, memory_mb)
     if alias in settings.configured:
         return settings.configured[alias]
-    slurm_status = status.get(names.STATUS_SLURM) if isinstance(status.get(names.STATUS_SLURM), dict) else {}
-    recorded = capacity_from_gres(slurm_status.get("configuredGres"))
-    if slurm is None:
+    recorded = capacity_from_gres(object_in(status.get(names.STATUS_SLURM)).get("configuredGres"))
+    if current is None:
         return recorded
-    current = Capacity(*slurm.counts)
     if recorded is None:
         return current
     return Capacity(max(recorded.cpus, current.cpus), max(recorded.memory_mb, current.memory_mb))
@@ -78,11 +80,11 @@ def set_gres(node: str | None, slurm: SlurmNode, target: tuple[int, int], reason
     def gres(counts: tuple[int, int]) -> str:
         return replace_gres(slurm.gres, {names.GRES_CPU: counts[0], names.GRES_MEMORY: counts[1]})
 
-    backup = gres(fallback) if fallback is not None and tuple(fallback) != tuple(target) else ""
-    return SetGres(node, slurm.name, gres(target), tuple(target), reason, backup)
+    backup = gres(fallback) if fallback is not None and fallback != target else ""
+    return SetGres(node, slurm.name, gres(target), target, reason, backup)
 
 
-def restore_unshared(observed: Observed, shared: set) -> list[Action]:
+def restore_unshared(observed: Observed, shared: set[str]) -> list[Action]:
     """Configured Slurm nodes that no GenericNode shares get their slurm.conf counts back."""
     actions: list[Action] = []
     if observed.slurm_nodes is None:
@@ -119,10 +121,10 @@ class GresStrategy:
     def refuse_new(self) -> str:
         return ""
 
-    def held(self, ledger: Mapping) -> tuple[int, int]:
+    def held(self, ledger: Mapping[str, LedgerEntry]) -> tuple[int, int]:
         return holdings(ledger)
 
-    def settle_reserved(self, ledger: dict, reserved: list[str], stamp: str) -> Step:
+    def settle_reserved(self, ledger: Ledger, reserved: list[str], stamp: str) -> Step:
         """Grant once Slurm's GRES is down and its jobs fit under it; deny the newest if Slurm got there first."""
         cap, usage = self._shared()
         want = wanted_counts(cap, ledger)
@@ -132,15 +134,18 @@ class GresStrategy:
             return ledger, []
         reason = "Slurm GRES lowered to " + gres_string(*want)
         ledger = dict(ledger)
+        decisions: list[Decision] = []
         for uid in reserved:
             ledger[uid] = transition(ledger[uid], names.GRANTED, reason, stamp)
-        return ledger, [GrantAdmission(self.name, uid, reason) for uid in reserved]
+            decisions.append(GrantAdmission(self.name, uid, reason))
+        return ledger, decisions
 
-    def _deny_newest(self, ledger: dict, reserved: list[str], stamp: str) -> Step:
+    def _deny_newest(self, ledger: Ledger, reserved: list[str], stamp: str) -> Step:
         """Slurm allocated the share before its GRES was lowered: deny the newest reservations until the rest fits."""
         cap, usage = self._shared()
         reason = "Slurm allocated the resources before its GRES was lowered (Slurm holds %d CPUs, %dMi)" % usage
-        ledger, decisions = dict(ledger), []
+        ledger = dict(ledger)
+        decisions: list[Decision] = []
         for uid in reversed(reserved):
             ledger[uid] = transition(ledger[uid], names.DENIED, reason, stamp)
             decisions.append(DenyAdmission(self.name, uid, reason))
@@ -149,7 +154,7 @@ class GresStrategy:
                 break
         return ledger, decisions
 
-    def slurm_actions(self, ledger: Mapping) -> list[Action]:
+    def slurm_actions(self, ledger: Ledger) -> list[Action]:
         """The configured counts minus Kubernetes' holdings (re-asserted after a revert)."""
         cap, slurm = self._shared()[0], self._slurm()
         want = wanted_counts(cap, ledger)
@@ -157,14 +162,14 @@ class GresStrategy:
             return []
         return [set_gres(self.name, slurm, want, "ledger wants " + gres_string(*want), fallback_counts(cap, want, usage=self.usage))]
 
-    def slurm_status(self, ledger: Mapping) -> dict:
-        out = {"node": self.alias}
+    def slurm_status(self, ledger: Ledger) -> SlurmStatus:
+        out: SlurmStatus = {"node": self.alias}
         if self.cap is not None:
             out["configuredGres"] = gres_string(self.cap.cpus, self.cap.memory_mb)
             out["wantedGres"] = gres_string(*wanted_counts(self.cap, ledger))
         return out
 
-    def overcommitted(self, ledger: Mapping) -> str:
+    def overcommitted(self, ledger: Ledger) -> str:
         held = holdings(ledger)
         cap, usage = self._shared()
         if usage[0] + cpus_for(held[0]) > cap.cpus or usage[1] + mib_for(held[1]) > cap.memory_mb:
@@ -172,7 +177,7 @@ class GresStrategy:
                 usage[0], usage[1], format_cpu(held[0]), format_memory(held[1]), cap.cpus, cap.memory_mb)
         return ""
 
-    def restored(self, ledger: Mapping) -> bool:
+    def restored(self, ledger: Ledger) -> bool:
         return self.slurm is None or self.cap is None or self.slurm.counts == (self.cap.cpus, self.cap.memory_mb)
 
     # core asks the questions below only of a node Slurm has and that shares something.

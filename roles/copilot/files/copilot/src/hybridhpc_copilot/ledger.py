@@ -9,13 +9,83 @@ cached objects are shared and never changed in place.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, TypedDict, cast
 
 from . import names
 from .units import QuantityError, cpu_millis, memory_bytes
+
+# An object as the API server sends it: JSON, read defensively (any field may be missing or of another type).
+JsonObject = dict[str, Any]
+
+# -- the shape of what the copilot writes ------------------------------------------------
+# Every key is optional (total=False): a ledger read back may be one an older copilot, or
+# somebody else, wrote. Readers use .get and check types; writers fill every key.
+
+
+class PodRef(TypedDict, total=False):
+    namespace: str
+    name: str
+    uid: str
+
+
+class Quantities(TypedDict, total=False):
+    """Kubernetes quantities (``"1500m"``, ``"2Gi"``)."""
+
+    cpu: str
+    memory: str
+
+
+class LedgerEntry(TypedDict, total=False):
+    """One admission in ``status.admissions``."""
+
+    pod: PodRef
+    request: Quantities
+    state: str  # one of names.ADMISSION_STATES
+    reason: str
+    lastTransitionTime: str
+
+
+# uid -> entry: the ledger.
+Ledger = dict[str, LedgerEntry]
+
+
+class Allocation(TypedDict):
+    """One item of ``status.allocatedResources``, as ACK shows them."""
+
+    allocated: Quantities
+    type: str  # names.ALLOCATION_SLURM or names.ALLOCATION_KUBERNETES
+
+
+class SlurmStatus(TypedDict, total=False):
+    """``status.slurm``: the Slurm node and what the strategy holds there."""
+
+    node: str
+    configuredGres: str  # gres
+    wantedGres: str  # gres
+    strategy: str  # placeholder
+    placeholderJobs: list[int]  # placeholder
+
+
+class Condition(TypedDict, total=False):
+    type: str
+    status: str  # "True" or "False"
+    reason: str
+    message: str
+    lastTransitionTime: str
+
+
+class Status(TypedDict, total=False):
+    """A GenericNode's status. Fields the copilot does not know are kept as they are."""
+
+    admissions: Ledger
+    allocatedResources: list[Allocation]
+    slurm: SlurmStatus
+    conditions: list[Condition]
 
 # -- reading GenericNodes -------------------------------------------------------------
 
@@ -37,76 +107,79 @@ class AdmissionRequest:
         return (self.namespace, self.name)
 
 
-def parse_admission(entry) -> AdmissionRequest:
+def parse_admission(entry: object) -> AdmissionRequest:
     """An admission request, with ``error`` set when it cannot be honoured as written."""
     if not isinstance(entry, dict):
         return AdmissionRequest(uid="", error="an admission must be an object")
     uid = str(entry.get("uid") or "")
-    pod = entry.get("pod") if isinstance(entry.get("pod"), dict) else {}
+    pod = object_in(entry.get("pod"))
     namespace, name, pod_uid = str(pod.get("namespace") or ""), str(pod.get("name") or ""), str(pod.get("uid") or "")
     base = AdmissionRequest(uid=uid, namespace=namespace, name=name, pod_uid=pod_uid)
     if not namespace or not name:
-        return _replace(base, error="invalid admission: pod.namespace and pod.name are required")
-    request = entry.get("request") if isinstance(entry.get("request"), dict) else {}
+        return dataclasses.replace(base, error="invalid admission: pod.namespace and pod.name are required")
+    request = object_in(entry.get("request"))
     try:
         cpu = cpu_millis(request.get("cpu", 0))
         mem = memory_bytes(request.get("memory", 0))
     except QuantityError as err:
-        return _replace(base, error="invalid admission request: %s" % err)
-    return _replace(base, cpu_millis=cpu, memory_bytes=mem)
+        return dataclasses.replace(base, error="invalid admission request: %s" % err)
+    return dataclasses.replace(base, cpu_millis=cpu, memory_bytes=mem)
 
 
-def _replace(obj, **changes):
-    return type(obj)(**{**obj.__dict__, **changes})
+def object_in(value: object) -> JsonObject:
+    """``value`` when it is a JSON object, else an empty one."""
+    return cast(JsonObject, value) if isinstance(value, dict) else {}
 
 
-def spec_of(obj) -> Mapping:
+def spec_of(obj: Mapping[str, Any]) -> JsonObject:
     spec = obj.get("spec")
     return spec if isinstance(spec, dict) else {}
 
 
-def status_of(obj) -> dict:
+def status_of(obj: Mapping[str, Any]) -> Status:
+    """The status, copied (its ledger and other parts are not)."""
     status = obj.get("status")
-    return dict(status) if isinstance(status, dict) else {}
+    return cast(Status, dict(status)) if isinstance(status, dict) else {}
 
 
-def metadata_of(obj) -> Mapping:
+def metadata_of(obj: Mapping[str, Any]) -> JsonObject:
     meta = obj.get("metadata")
     return meta if isinstance(meta, dict) else {}
 
 
-def alias_of(obj) -> str:
+def alias_of(obj: Mapping[str, Any]) -> str:
     """The Slurm node a GenericNode stands for: ``spec.alias``, else its own name."""
     return str(spec_of(obj).get(names.SPEC_ALIAS) or metadata_of(obj).get("name") or "")
 
 
-def is_slurm_node(obj) -> bool:
+def is_slurm_node(obj: Mapping[str, Any]) -> bool:
     return spec_of(obj).get(names.SPEC_TYPE) == names.NODE_TYPE_SLURM
 
 
-def admissions_of(obj) -> list[AdmissionRequest]:
+def admissions_of(obj: Mapping[str, Any]) -> list[AdmissionRequest]:
     raw = spec_of(obj).get(names.SPEC_ADMISSIONS)
     return [parse_admission(entry) for entry in raw] if isinstance(raw, list) else []
 
 
-def ledger_of(obj) -> dict:
-    """``status.admissions`` (uid -> entry), copied."""
-    raw = status_of(obj).get(names.STATUS_ADMISSIONS)
+def ledger_of(obj: Mapping[str, Any]) -> Ledger:
+    """``status.admissions`` (uid -> entry), copied; entries that are not objects are dropped."""
+    raw: object = status_of(obj).get(names.STATUS_ADMISSIONS)
     if not isinstance(raw, dict):
         return {}
-    return {str(uid): dict(entry) for uid, entry in raw.items() if isinstance(entry, dict)}
+    return {str(uid): cast(LedgerEntry, dict(entry)) for uid, entry in raw.items() if isinstance(entry, dict)}
 
 
-def entry_amounts(entry) -> tuple[int, int]:
+def entry_amounts(entry: LedgerEntry) -> tuple[int, int]:
     """Millicores and bytes an entry holds (0 for an unreadable entry)."""
-    request = entry.get("request") if isinstance(entry.get("request"), dict) else {}
+    raw: object = entry.get("request")
+    request = raw if isinstance(raw, dict) else {}
     try:
         return cpu_millis(request.get("cpu", 0)), memory_bytes(request.get("memory", 0))
     except QuantityError:
         return 0, 0
 
 
-def holdings(ledger: Mapping) -> tuple[int, int]:
+def holdings(ledger: Mapping[str, LedgerEntry]) -> tuple[int, int]:
     """Millicores and bytes the ledger's Reserved and Granted admissions hold."""
     cpu = mem = 0
     for entry in ledger.values():
@@ -116,9 +189,9 @@ def holdings(ledger: Mapping) -> tuple[int, int]:
     return cpu, mem
 
 
-def pods_needed(generic_nodes: Mapping) -> set:
+def pods_needed(generic_nodes: Mapping[str, JsonObject]) -> set[tuple[str, str]]:
     """``(namespace, name)`` of every pod a decision may look at."""
-    keys = set()
+    keys: set[tuple[str, str]] = set()
     for obj in generic_nodes.values():
         ledger = ledger_of(obj)
         for adm in admissions_of(obj):
@@ -126,7 +199,8 @@ def pods_needed(generic_nodes: Mapping) -> set:
                 keys.add(adm.pod_key)
         for entry in ledger.values():
             if entry.get("state") in names.HOLDING_STATES:
-                pod = entry.get("pod") or {}
+                pod: object = entry.get("pod")
+                pod = pod if isinstance(pod, dict) else {}
                 keys.add((str(pod.get("namespace") or ""), str(pod.get("name") or "")))
     return keys
 
@@ -143,43 +217,48 @@ def _timestamp(seconds: int) -> str:
     return _dt.datetime.fromtimestamp(seconds, tz=_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def parse_timestamp(text) -> float | None:
+def parse_timestamp(text: object) -> float | None:
     try:
         return _dt.datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=_dt.timezone.utc).timestamp()
     except ValueError:
         return None
 
 
-
 # -- writing the status ------------------------------------------------------------------
 
 
-def transition(entry: dict, state: str, reason: str, now: str) -> dict:
-    entry = dict(entry)
-    entry.update(state=state, reason=reason, lastTransitionTime=now)
+def transition(entry: LedgerEntry, state: str, reason: str, now: str) -> LedgerEntry:
+    """The entry in ``state`` from ``now`` on (a copy)."""
+    entry = entry.copy()
+    entry.update({"state": state, "reason": reason, "lastTransitionTime": now})
     return entry
 
 
-def slurm_status_of(status: Mapping) -> Mapping:
-    value = status.get(names.STATUS_SLURM)
-    return value if isinstance(value, dict) else {}
+def slurm_status_of(status: Status) -> SlurmStatus:
+    value: object = status.get(names.STATUS_SLURM)
+    return cast(SlurmStatus, value) if isinstance(value, dict) else {}
 
 
-def old_allocation(status: Mapping, kind: str):
-    for item in status.get(names.STATUS_ALLOCATED) or []:
+def old_allocation(status: Status, kind: str) -> Quantities | None:
+    """What ``allocatedResources`` recorded for ``kind`` (a copy), if it did."""
+    items: object = status.get(names.STATUS_ALLOCATED)
+    for item in items if isinstance(items, list) else ():
         if isinstance(item, dict) and item.get("type") == kind and isinstance(item.get("allocated"), dict):
-            return dict(item["allocated"])
+            return cast(Quantities, dict(item["allocated"]))
     return None
 
 
-def set_condition(conditions, kind: str, value: bool, reason: str, message: str, now: str) -> list:
-    out, found = [], False
-    for cond in conditions if isinstance(conditions, list) else []:
+def set_condition(conditions: object, kind: str, value: bool, reason: str, message: str, now: str) -> list[Condition]:
+    """``conditions`` with the one of ``kind`` set (its transition time moves only when its status does)."""
+    out: list[Condition] = []
+    found = False
+    for cond in _conditions(conditions):
         if isinstance(cond, dict) and cond.get("type") == kind:
             found = True
             status = "True" if value else "False"
             changed = cond.get("status") != status
-            cond = dict(cond, status=status, reason=reason, message=message)
+            cond = cond.copy()
+            cond.update({"status": status, "reason": reason, "message": message})
             if changed or not cond.get("lastTransitionTime"):
                 cond["lastTransitionTime"] = now
         out.append(cond)
@@ -187,3 +266,8 @@ def set_condition(conditions, kind: str, value: bool, reason: str, message: str,
         out.append({"type": kind, "status": "True" if value else "False", "reason": reason, "message": message,
                     "lastTransitionTime": now})
     return out
+
+
+def _conditions(conditions: object) -> Iterable[Condition]:
+    """The conditions as read (an item that is not an object is kept as it is: somebody else wrote it)."""
+    return cast(list[Condition], conditions) if isinstance(conditions, list) else []

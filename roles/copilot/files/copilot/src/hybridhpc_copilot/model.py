@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from . import names
+from .ledger import JsonObject, Status
 from .units import parse_gres
 
 _REGISTRATION_REASON = re.compile(names.REGISTRATION_REASON)
@@ -37,7 +38,7 @@ class SlurmNode:
     gres_used: str = ""
     alloc_cpus: int = 0
     alloc_memory_mb: int = 0
-    states: tuple = ()
+    states: tuple[str, ...] = ()
     reason: str = ""
     cpus: int = 0  # CPUs Slurm schedules on the node
     memory_mb: int = 0  # RealMemory
@@ -103,20 +104,20 @@ class Pod:
 class KubeNode:
     name: str
     unschedulable: bool = False
-    annotations: Mapping = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Settings:
     """Decision parameters (from the copilot's config)."""
 
-    configured: Mapping = field(default_factory=dict)  # Slurm node name -> Capacity
+    configured: Mapping[str, Capacity] = field(default_factory=dict)  # by Slurm node name
     usage_source: str = "max"  # "max" or "gres", see SlurmNode.usage
     reservation_timeout: float = 60.0
     drain_sync: bool = True
     manage_finalizer: bool = True
     strategy: str = "gres"  # how Kubernetes' share is held back from Slurm: "gres" or "placeholder"
-    node_strategy: Mapping = field(default_factory=dict)  # Slurm node -> strategy, over ``strategy``
+    node_strategy: Mapping[str, str] = field(default_factory=dict)  # Slurm node -> strategy, over ``strategy``
 
     def strategy_of(self, slurm_node: str) -> str:
         return self.node_strategy.get(slurm_node, self.strategy)
@@ -136,13 +137,13 @@ class Observed:
     depends on Slurm is decided.
     """
 
-    generic_nodes: Mapping  # name -> GenericNode object (dict, as the API returns it)
-    pods: Mapping  # (namespace, name) -> Pod
-    kube_nodes: Mapping  # name -> KubeNode
-    slurm_nodes: Mapping | None  # Slurm node name -> SlurmNode
+    generic_nodes: Mapping[str, JsonObject]  # by name, as the API returns them
+    pods: Mapping[tuple[str, str], Pod]  # by (namespace, name)
+    kube_nodes: Mapping[str, KubeNode]  # by name
+    slurm_nodes: Mapping[str, SlurmNode] | None  # by Slurm node name
     now: float  # seconds since the epoch
     settings: Settings = field(default_factory=Settings)
-    slurm_jobs: tuple | None = ()  # the copilot's placeholder jobs (placeholder.PlaceholderJob); None: not read
+    slurm_jobs: tuple[PlaceholderJob, ...] | None = ()  # the copilot's placeholder jobs; None: not read
 
 
 # -- the copilot's placeholder jobs (the placeholder strategy) ----------------------------
@@ -236,7 +237,7 @@ class WriteStatus(Action):
     """Replace the GenericNode's status, if its resourceVersion is still ``resource_version``."""
 
     resource_version: str
-    status: dict
+    status: Status
 
 
 @dataclass(frozen=True)
@@ -259,7 +260,7 @@ class SetGres(Action):
 
     slurm_node: str
     gres: str
-    counts: tuple
+    counts: tuple[int, int]
     reason: str
     fallback: str = ""
 

@@ -7,6 +7,8 @@ count-only GRES names and the drain-reason prefix that marks drains the
 copilot set (it never clears any other).
 """
 
+from typing import Final
+
 # -- the GenericNode custom resource ----------------------------------------
 GROUP = "kai.alibabacloud.com"
 VERSION = "v1alpha1"
@@ -23,10 +25,11 @@ NODE_TYPE_SLURM = "Slurm"
 SPEC_ALIAS = "alias"
 SPEC_TYPE = "type"
 SPEC_ADMISSIONS = "admissions"
-STATUS_ADMISSIONS = "admissions"
-STATUS_ALLOCATED = "allocatedResources"
-STATUS_SLURM = "slurm"
-STATUS_CONDITIONS = "conditions"
+# Final: literal types, so that they index the typed status (ledger.Status).
+STATUS_ADMISSIONS: Final = "admissions"
+STATUS_ALLOCATED: Final = "allocatedResources"
+STATUS_SLURM: Final = "slurm"
+STATUS_CONDITIONS: Final = "conditions"
 
 ALLOCATION_SLURM = "Slurm"
 ALLOCATION_KUBERNETES = "Kubernetes"

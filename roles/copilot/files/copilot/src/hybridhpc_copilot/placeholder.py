@@ -23,11 +23,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from . import names
-from .ledger import entry_amounts, transition
+from .ledger import Ledger, LedgerEntry, SlurmStatus, entry_amounts, transition
 from .model import (
     ACTIVE_STATES,
     Action,
     Capacity,
+    Decision,
     DenyAdmission,
     GrantAdmission,
     Observed,
@@ -46,7 +47,7 @@ __all__ = ["ACTIVE_STATES", "STRATEGY", "CancelPlaceholder", "PlaceholderJob", "
            "cancel_orphans", "job_name", "job_size", "parse_job_name"]
 
 
-def job_size(entry: Mapping) -> tuple[int, int]:
+def job_size(entry: LedgerEntry) -> tuple[int, int]:
     """CPUs and MiB a placeholder job needs for a ledger entry (a Slurm job needs at least 1 of each)."""
     cpu, mem = entry_amounts(entry)
     return max(1, cpus_for(cpu)), max(1, mib_for(mem))
@@ -93,7 +94,7 @@ class PlaceholderStrategy:
             return "Slurm node %s is drained (%s): no placeholder job can start there" % (self.alias, self.slurm.reason or "no reason")
         return ""
 
-    def held(self, ledger: Mapping) -> tuple[int, int]:
+    def held(self, ledger: Mapping[str, LedgerEntry]) -> tuple[int, int]:
         """What the placeholder jobs of the held admissions take, in millicores and bytes."""
         cpus = mem = 0
         for entry in ledger.values():
@@ -102,23 +103,24 @@ class PlaceholderStrategy:
                 cpus, mem = cpus + size[0], mem + size[1]
         return cpus * 1000, mem * MIB
 
-    def settle_reserved(self, ledger: dict, reserved: list[str], stamp: str) -> Step:
+    def settle_reserved(self, ledger: Ledger, reserved: list[str], stamp: str) -> Step:
         """Deny the newest reservations without a running job while Slurm's jobs leave no room; then grant
         those whose job runs, deny those whose job ended before it ran or that a drain keeps out."""
         ledger, crowded = self._deny_crowded_out(ledger, reserved, stamp)
         verdicts = {uid: self._verdict(uid) for uid in reserved if ledger[uid].get("state") == names.RESERVED}
         ledger = dict(ledger)
-        decisions = []
+        decisions: list[Decision] = []
         for uid, (state, reason) in verdicts.items():
             if state:
                 ledger[uid] = transition(ledger[uid], state, reason, stamp)
                 decisions.append((GrantAdmission if state == names.GRANTED else DenyAdmission)(self.name, uid, reason))
         return ledger, crowded + decisions
 
-    def _deny_crowded_out(self, ledger: dict, reserved: list[str], stamp: str) -> Step:
+    def _deny_crowded_out(self, ledger: Ledger, reserved: list[str], stamp: str) -> Step:
         """Slurm gave the room to its own jobs first: deny the newest reservations whose job does not run, until the rest fits."""
         reason = "Slurm allocated the resources before the placeholder job started (Slurm holds %d CPUs, %dMi)" % (self.usage)
-        ledger, decisions = dict(ledger), []
+        ledger = dict(ledger)
+        decisions: list[Decision] = []
         for uid in reversed(reserved):
             if not self._over(ledger):
                 break
@@ -139,13 +141,13 @@ class PlaceholderStrategy:
         refused = self.refuse_new()
         return (names.DENIED, refused) if refused else ("", "")
 
-    def _over(self, ledger: Mapping) -> bool:
+    def _over(self, ledger: Ledger) -> bool:
         if self.cap is None:
             raise ValueError("Slurm node %s shares nothing" % self.alias)  # core settles only nodes that share
         held = self.held(ledger)
         return self.usage[0] * 1000 + held[0] > self.cap.cpus * 1000 or self.usage[1] * MIB + held[1] > self.cap.memory_mb * MIB
 
-    def slurm_actions(self, ledger: Mapping) -> list[Action]:
+    def slurm_actions(self, ledger: Ledger) -> list[Action]:
         """A placeholder job for every held admission without one; cancel the jobs nothing holds."""
         actions: list[Action] = []
         holding = [uid for uid, entry in ledger.items() if entry.get("state") in names.HOLDING_STATES]
@@ -163,13 +165,13 @@ class PlaceholderStrategy:
                 actions.append(CancelPlaceholder(self.name, job.job_id, job.name, "no held admission needs it"))
         return actions
 
-    def slurm_status(self, ledger: Mapping) -> dict | None:
+    def slurm_status(self, ledger: Ledger) -> SlurmStatus | None:
         if self.slurm is None or not self.reads_slurm:
             return None  # which jobs run is unknown: keep what the ledger recorded
         jobs = sorted(job.job_id for uid, job in self.active.items() if (ledger.get(uid) or {}).get("state") in names.HOLDING_STATES)
         return {"node": self.alias, "strategy": STRATEGY, "placeholderJobs": jobs}
 
-    def overcommitted(self, ledger: Mapping) -> str:
+    def overcommitted(self, ledger: Ledger) -> str:
         bare = sorted(
             uid for uid, entry in ledger.items() if entry.get("state") == names.GRANTED and (uid not in self.active or self.active[uid].state != "RUNNING")
         )
@@ -177,7 +179,7 @@ class PlaceholderStrategy:
             return "granted admissions without a running placeholder job: " + ", ".join(bare)
         return ""
 
-    def restored(self, ledger: Mapping) -> bool:
+    def restored(self, ledger: Ledger) -> bool:
         return not self.active
 
 
@@ -200,7 +202,7 @@ def _usage_besides(slurm: SlurmNode | None, running: list[PlaceholderJob]) -> tu
     return max(0, alloc[0] - sum(j.cpus for j in running)), max(0, alloc[1] - sum(j.memory_mb for j in running))
 
 
-def cancel_orphans(observed: Observed, owners: set) -> list[Action]:
+def cancel_orphans(observed: Observed, owners: set[str]) -> list[Action]:
     """Active placeholder jobs of GenericNodes that no longer share a node (deleted, or another type)."""
     actions: list[Action] = []
     for job in sorted(observed.slurm_jobs or (), key=lambda j: j.job_id):

@@ -15,10 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from .model import Capacity, Decision, SlurmNode
+from .ledger import Ledger, LedgerEntry, SlurmStatus, Status
+from .model import Action, Capacity, Decision, SlurmNode
 
 # A phase's result: the ledger after it (the one it was given, when nothing changed) and its decisions.
-Step = tuple[dict, list[Decision]]
+Step = tuple[Ledger, list[Decision]]
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class NodeFacts:
     resource_version: str
     deleting: bool
     finalizers: tuple[str, ...]
-    status: Mapping  # the status as read (a copy)
+    status: Status  # as read (a copy)
     kube_node: str  # the Kubernetes Node of the same name
     slurm: SlurmNode | None  # None: Slurm has no such node, or Slurm could not be read
     slurm_known: bool  # whether Slurm could be read at all
@@ -75,20 +76,20 @@ class Strategy(Protocol):
     def refuse_new(self) -> str:
         """Why no new admission can be held now ('' when it can)."""
 
-    def held(self, ledger: Mapping) -> tuple[int, int]:
+    def held(self, ledger: Mapping[str, LedgerEntry]) -> tuple[int, int]:
         """Millicores and bytes the ledger's held admissions take from the node."""
 
-    def settle_reserved(self, ledger: dict, reserved: list[str], stamp: str) -> Step:
+    def settle_reserved(self, ledger: Ledger, reserved: list[str], stamp: str) -> Step:
         """Grant the reservations Slurm took, deny those it cannot take; the rest wait."""
 
-    def slurm_actions(self, ledger: Mapping) -> list:
+    def slurm_actions(self, ledger: Ledger) -> list[Action]:
         """What Slurm must be told so that it holds back what the ledger holds."""
 
-    def slurm_status(self, ledger: Mapping) -> dict | None:
+    def slurm_status(self, ledger: Ledger) -> SlurmStatus | None:
         """``status.slurm`` (None: cannot tell now, keep the recorded one)."""
 
-    def overcommitted(self, ledger: Mapping) -> str:
+    def overcommitted(self, ledger: Ledger) -> str:
         """Why Slurm and Kubernetes together hold more than the node shares ('' when they do not)."""
 
-    def restored(self, ledger: Mapping) -> bool:
+    def restored(self, ledger: Ledger) -> bool:
         """Whether Slurm has every resource back (a deleted GenericNode may go)."""
