@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import base64
+import importlib
 import json
+import pathlib
+import pkgutil
 import socket
 
 import httpx
 import pytest
 from copilot_builders import CLUSTER, admission, entry, generic_node, parse_exposition
+from fake_kube import FakeKube
+from fake_slurm import FakeNode, FakeSlurm
 from fake_slurmrestd import FakeSlurmrestd
 
 from hybridhpc_copilot import config, core, names, tokens, units
@@ -18,7 +23,6 @@ from hybridhpc_copilot.kube import (
     NODES,
     PODS,
     Conflict,
-    FakeKube,
     TemporaryError,
     finalizer_body,
     label_selector_matches,
@@ -27,7 +31,7 @@ from hybridhpc_copilot.kube import (
 from hybridhpc_copilot.loop import Copilot, Executor, Informer, compact
 from hybridhpc_copilot.metrics import Metrics
 from hybridhpc_copilot.poller import SlurmPoller, changed_nodes
-from hybridhpc_copilot.slurm import FakeNode, FakeSlurm, RestSlurm, SlurmRefused, SlurmUnavailable, node_from_rest
+from hybridhpc_copilot.slurm import RestSlurm, SlurmRefused, SlurmUnavailable, node_from_rest
 from hybridhpc_copilot.systemd import Notifier
 
 # -- units ---------------------------------------------------------------------------------------
@@ -360,6 +364,14 @@ def test_ledger_and_finalizer_bodies_hold_to_the_version_read_and_leave_the_cach
 def test_label_selectors_of_the_fake():
     assert label_selector_matches("a=b,c!=d,e,!f", {"a": "b", "c": "x", "e": ""})
     assert not label_selector_matches("a==b", {"a": "c"})
+
+
+def test_nothing_fake_is_in_the_installed_package():
+    package = pathlib.Path(core.__file__).parent
+    modules = [importlib.import_module("hybridhpc_copilot." + info.name) for info in pkgutil.iter_modules([str(package)])]
+    assert {m.__name__.rsplit(".", 1)[1] for m in modules} >= {"core", "kube", "slurm", "loop"}
+    fakes = [(m.__name__, name) for m in modules for name in vars(m) if name.startswith("Fake")]
+    assert not fakes, "the role installs every module of the package: fakes belong in tests/"
 
 
 # -- metrics and systemd ----------------------------------------------------------------------------------
