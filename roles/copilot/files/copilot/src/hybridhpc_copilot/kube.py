@@ -29,10 +29,17 @@ installed on hosts.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from typing import Callable, Protocol
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import names
+from .ledger import JsonObject, Status
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+# What a list keeps of each object (the informers keep only the fields the copilot reads).
+Keep = Callable[[JsonObject], JsonObject]
 
 GENERICNODES, PODS, NODES, SECRETS = "genericnodes", "pods", "nodes", "secrets"
 NAMESPACED = frozenset((PODS, SECRETS))
@@ -77,39 +84,39 @@ def error_for(status: int | None, message: str) -> KubeError:
 
 
 class Kube(Protocol):
-    def list_objects(self, kind: str, label_selector: str | None = None, keep: Callable | None = None) -> tuple[list[dict], str]:
+    def list_objects(self, kind: str, label_selector: str | None = None, keep: Keep | None = None) -> tuple[list[JsonObject], str]:
         """Every object of ``kind`` (``keep(obj)`` of each, when given) and the list's resourceVersion."""
 
     def watch_objects(self, kind: str, resource_version: str, timeout_seconds: int = 300,
-                      label_selector: str | None = None) -> Iterator[tuple[str, dict]]:
+                      label_selector: str | None = None) -> Iterator[tuple[str, JsonObject]]:
         """``(type, object)`` events after ``resource_version`` (ADDED, MODIFIED, DELETED, BOOKMARK)."""
 
-    def get_object(self, kind: str, name: str, namespace: str | None = None) -> dict | None: ...
+    def get_object(self, kind: str, name: str, namespace: str | None = None) -> JsonObject | None: ...
 
-    def replace_status(self, obj: dict) -> dict:
+    def replace_status(self, obj: JsonObject) -> JsonObject:
         """PUT a GenericNode's status (``obj`` carries metadata.name and resourceVersion)."""
 
-    def replace_object(self, obj: dict) -> dict:
+    def replace_object(self, obj: JsonObject) -> JsonObject:
         """PUT a GenericNode (metadata and spec; the status is not written this way)."""
 
-    def write_ledger(self, obj: dict, status: dict, resource_version: str | None = None) -> dict:
+    def write_ledger(self, obj: JsonObject, status: Status, resource_version: str | None = None) -> JsonObject:
         """Replace a GenericNode's status (the ledger) if it is still at ``resource_version`` (else obj's)."""
 
-    def set_finalizer(self, obj: dict, present: bool, resource_version: str | None = None) -> dict:
+    def set_finalizer(self, obj: JsonObject, present: bool, resource_version: str | None = None) -> JsonObject:
         """Add (or remove) the copilot's finalizer on a GenericNode, with the same condition."""
 
-    def annotate_node(self, name: str, key: str, value: str | None) -> dict:
+    def annotate_node(self, name: str, key: str, value: str | None) -> JsonObject:
         """Set (``None``: remove) one annotation on a Node."""
 
-    def read_secret(self, namespace: str, name: str) -> dict | None: ...
+    def read_secret(self, namespace: str, name: str) -> JsonObject | None: ...
 
 
-def object_key(obj: dict) -> str:
+def object_key(obj: JsonObject) -> str:
     meta = obj.get("metadata") or {}
     return "%s/%s" % (meta.get("namespace"), meta.get("name")) if meta.get("namespace") else str(meta.get("name"))
 
 
-def ledger_body(obj: dict, status: dict, resource_version: str | None = None) -> dict:
+def ledger_body(obj: JsonObject, status: Status, resource_version: str | None = None) -> JsonObject:
     """The body of ``PUT .../status``: the GenericNode as read, with ``status`` and the resourceVersion to hold to.
 
     ``obj`` is not changed (cached objects are shared). The server takes the
@@ -120,7 +127,7 @@ def ledger_body(obj: dict, status: dict, resource_version: str | None = None) ->
     return body
 
 
-def finalizer_body(obj: dict, present: bool, resource_version: str | None = None) -> dict:
+def finalizer_body(obj: JsonObject, present: bool, resource_version: str | None = None) -> JsonObject:
     """The body of ``PUT`` on a GenericNode with the copilot's finalizer added (or removed), others kept."""
     body = _generic_node_body(obj, resource_version)
     finalizers = [f for f in body["metadata"].get("finalizers") or [] if f != names.FINALIZER]
@@ -130,7 +137,7 @@ def finalizer_body(obj: dict, present: bool, resource_version: str | None = None
     return body
 
 
-def _generic_node_body(obj: dict, resource_version: str | None) -> dict:
+def _generic_node_body(obj: JsonObject, resource_version: str | None) -> JsonObject:
     body = {k: v for k, v in obj.items() if k != "status"}
     body["metadata"] = dict(obj.get("metadata") or {})
     if resource_version is not None:
@@ -141,9 +148,9 @@ def _generic_node_body(obj: dict, resource_version: str | None) -> dict:
 
 
 class _ReplacesGenericNodes(Protocol):
-    def replace_status(self, obj: dict) -> dict: ...
+    def replace_status(self, obj: JsonObject) -> JsonObject: ...
 
-    def replace_object(self, obj: dict) -> dict: ...
+    def replace_object(self, obj: JsonObject) -> JsonObject: ...
 
 
 class GenericNodeWrites:
@@ -152,14 +159,16 @@ class GenericNodeWrites:
     Shared by the real client and the tests' fake, so both send the same bodies.
     """
 
-    def write_ledger(self: _ReplacesGenericNodes, obj: dict, status: dict, resource_version: str | None = None) -> dict:
+    def write_ledger(self: _ReplacesGenericNodes, obj: JsonObject, status: Status,
+                     resource_version: str | None = None) -> JsonObject:
         return self.replace_status(ledger_body(obj, status, resource_version))
 
-    def set_finalizer(self: _ReplacesGenericNodes, obj: dict, present: bool, resource_version: str | None = None) -> dict:
+    def set_finalizer(self: _ReplacesGenericNodes, obj: JsonObject, present: bool,
+                      resource_version: str | None = None) -> JsonObject:
         return self.replace_object(finalizer_body(obj, present, resource_version))
 
 
-def label_selector_matches(selector: str | None, labels: dict | None) -> bool:
+def label_selector_matches(selector: str | None, labels: dict[str, str] | None) -> bool:
     """Equality-based selectors (``a=b,c!=d``), enough for the copilot's own lists."""
     labels = labels or {}
     for term in (selector or "").split(","):
@@ -194,7 +203,7 @@ class KubeClient(GenericNodeWrites):
     patch core kinds accept in every content type the client may pick.
     """
 
-    def __init__(self, kubeconfig: str | None = None, context: str | None = None, api_client=None,
+    def __init__(self, kubeconfig: str | None = None, context: str | None = None, api_client: ApiClient | None = None,
                  request_timeout: float = 30.0, list_chunk: int = 500):
         from kubernetes import client, config
 
@@ -210,12 +219,12 @@ class KubeClient(GenericNodeWrites):
         self.custom = client.CustomObjectsApi(api_client)
         self.request_timeout = request_timeout
         self.list_chunk = list_chunk
-        from kubernetes.client.rest import ApiException
+        from kubernetes.client.exceptions import ApiException
 
         self._api_exception = ApiException
 
     # -- plumbing ------------------------------------------------------------------
-    def _call(self, what: str, method: Callable, *args, **kwargs):
+    def _call(self, what: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         import urllib3
 
         kwargs.setdefault("_request_timeout", self.request_timeout)
@@ -227,22 +236,24 @@ class KubeClient(GenericNodeWrites):
             raise TemporaryError("%s: %s: %s" % (what, type(err).__name__, err)) from err
         return response
 
-    def _json(self, what: str, method: Callable, *args, **kwargs) -> dict:
+    def _json(self, what: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> JsonObject:
         response = self._call(what, method, *args, **kwargs)
         try:
-            return json.loads(response.data)
+            data: JsonObject = json.loads(response.data)
+            return data
         except ValueError as err:
             raise TemporaryError("%s: the answer is not JSON: %s" % (what, err)) from err
 
-    def _list_method(self, kind: str):
-        return {
+    def _list_method(self, kind: str) -> Callable[..., Any]:
+        methods: dict[str, Callable[..., Any]] = {
             GENERICNODES: lambda **kw: self.custom.list_cluster_custom_object(names.GROUP, names.VERSION, names.PLURAL, **kw),
             PODS: self.core.list_pod_for_all_namespaces,
             NODES: self.core.list_node,
-        }[kind]
+        }
+        return methods[kind]
 
     # -- the interface ---------------------------------------------------------------
-    def list_objects(self, kind, label_selector=None, keep=None):
+    def list_objects(self, kind: str, label_selector: str | None = None, keep: Keep | None = None) -> tuple[list[JsonObject], str]:
         """The list in chunks of ``list_chunk`` objects (``limit`` and ``continue``, as client-go's informers
         read), each through ``keep`` before the next is asked for: a large list never sits whole in memory.
 
@@ -258,11 +269,12 @@ class KubeClient(GenericNodeWrites):
             raise PermanentError("%s: is the %s CRD installed? (kubectl apply -f crd/%s.yaml)" % (
                 err, names.CRD_NAME, names.CRD_NAME), 404) from err
 
-    def _list(self, kind, label_selector, keep, limit) -> tuple[list[dict], str]:
-        kwargs = {"label_selector": label_selector} if label_selector else {}
+    def _list(self, kind: str, label_selector: str | None, keep: Keep | None, limit: int) -> tuple[list[JsonObject], str]:
+        kwargs: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
         if limit:
             kwargs["limit"] = limit
-        items, resource_version = [], None
+        items: list[JsonObject] = []
+        resource_version = None
         while True:
             data = self._json("list %s" % kind, self._list_method(kind), **kwargs)
             chunk = data.get("items") or []
@@ -275,8 +287,9 @@ class KubeClient(GenericNodeWrites):
             kwargs["_continue"] = meta["continue"]
             del data, chunk  # this chunk's raw objects go before the next arrives
 
-    def watch_objects(self, kind, resource_version, timeout_seconds=300, label_selector=None):
-        kwargs = {"watch": True, "resource_version": resource_version, "timeout_seconds": int(timeout_seconds),
+    def watch_objects(self, kind: str, resource_version: str, timeout_seconds: int = 300,
+                      label_selector: str | None = None) -> Iterator[tuple[str, JsonObject]]:
+        kwargs: dict[str, Any] = {"watch": True, "resource_version": resource_version, "timeout_seconds": int(timeout_seconds),
                   "allow_watch_bookmarks": True, "_request_timeout": (10, timeout_seconds + 30)}
         if label_selector:
             kwargs["label_selector"] = label_selector
@@ -296,7 +309,7 @@ class KubeClient(GenericNodeWrites):
         finally:
             response.release_conn()
 
-    def get_object(self, kind, name, namespace=None):
+    def get_object(self, kind: str, name: str, namespace: str | None = None) -> JsonObject | None:
         try:
             if kind == GENERICNODES:
                 return self._json("get genericnode %s" % name, self.custom.get_cluster_custom_object,
@@ -311,21 +324,21 @@ class KubeClient(GenericNodeWrites):
             return None
         raise ValueError("unknown kind %s" % kind)
 
-    def replace_status(self, obj):
+    def replace_status(self, obj: JsonObject) -> JsonObject:
         name = obj["metadata"]["name"]
         return self._json("update genericnode %s status" % name, self.custom.replace_cluster_custom_object_status,
                           names.GROUP, names.VERSION, names.PLURAL, name, obj)
 
-    def replace_object(self, obj):
+    def replace_object(self, obj: JsonObject) -> JsonObject:
         name = obj["metadata"]["name"]
         return self._json("update genericnode %s" % name, self.custom.replace_cluster_custom_object,
                           names.GROUP, names.VERSION, names.PLURAL, name, obj)
 
-    def annotate_node(self, name, key, value):
+    def annotate_node(self, name: str, key: str, value: str | None) -> JsonObject:
         body = {"metadata": {"annotations": {key: value}}}
         return self._json("annotate node %s" % name, self.core.patch_node, name, body)
 
-    def read_secret(self, namespace, name):
+    def read_secret(self, namespace: str, name: str) -> JsonObject | None:
         return self.get_object(SECRETS, name, namespace)
 
 
@@ -336,7 +349,7 @@ def _in_cluster() -> bool:
         "/var/run/secrets/kubernetes.io/serviceaccount/token")
 
 
-def _status_message(body) -> str:
+def _status_message(body: Any) -> str:
     try:
         data = json.loads(body)
         return str(data.get("message") or body)
@@ -344,7 +357,7 @@ def _status_message(body) -> str:
         return str(body or "")[:300]
 
 
-def _lines(response) -> Iterator[bytes]:
+def _lines(response: Any) -> Iterator[bytes]:
     """Newline-delimited JSON from a streaming urllib3 response."""
     pending = b""
     for chunk in response.stream(65536):

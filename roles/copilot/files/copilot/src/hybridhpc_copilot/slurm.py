@@ -8,11 +8,19 @@ implements :class:`Slurm` too; nothing fake is installed on hosts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Protocol
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from . import names
 from .model import PlaceholderJob, SlurmNode
+from .tokens import Tokens
+
+if TYPE_CHECKING:
+    import httpx
+
+    from ._vendor.slurmrestd import SlurmrestdClient
+
+_T = TypeVar("_T")
 
 # The placeholder jobs' script: it only has to keep running; Slurm's accounting does the work.
 PLACEHOLDER_SCRIPT = "#!/bin/sh\n# hybridhpc copilot: holds this node's CPUs and memory for a Kubernetes pod\nexec sleep infinity\n"
@@ -54,7 +62,7 @@ class Slurm(Protocol):
     def cancel_job(self, job_id: int) -> None: ...
 
 
-def node_from_rest(entry: dict) -> SlurmNode:
+def node_from_rest(entry: Mapping[str, Any]) -> SlurmNode:
     """A :class:`SlurmNode` from slurmrestd's node JSON (v0.0.40 - v0.0.42)."""
     state = entry.get("state") or []
     if isinstance(state, str):
@@ -73,7 +81,7 @@ def node_from_rest(entry: dict) -> SlurmNode:
     )
 
 
-def job_from_rest(entry: dict) -> PlaceholderJob:
+def job_from_rest(entry: Mapping[str, Any]) -> PlaceholderJob:
     """A :class:`PlaceholderJob` from slurmrestd's job JSON (v0.0.40 - v0.0.42)."""
     state = entry.get("job_state") or []
     if isinstance(state, str):
@@ -95,13 +103,15 @@ def job_from_rest(entry: dict) -> PlaceholderJob:
     )
 
 
-def _number(value) -> float:
+def _number(value: Any) -> float:
     """slurmrestd numbers are plain, or ``{"set", "infinite", "number"}`` structs."""
     if isinstance(value, dict):
         if value.get("infinite") or not value.get("set", True):
             return 0
-        return value.get("number") or 0
-    return value or 0
+        number: float = value.get("number") or 0
+        return number
+    plain: float = value or 0
+    return plain
 
 
 # slurm_errno.h: slurmrestd could not talk to slurmctld (SLURM_COMMUNICATIONS_* 1001-1004,
@@ -117,8 +127,9 @@ class RestSlurm:
     ``SlurmrestdClient`` (built here from ``url`` when not given).
     """
 
-    def __init__(self, url="http://localhost:6820", tokens=None, user=None, unix_socket=None, timeout=10.0,
-                 client=None, transport=None, placeholder_job: dict | None = None):
+    def __init__(self, url: str = "http://localhost:6820", tokens: Tokens | None = None, user: str | None = None,
+                 unix_socket: str | None = None, timeout: float = 10.0, client: SlurmrestdClient | None = None,
+                 transport: httpx.BaseTransport | None = None, placeholder_job: Mapping[str, Any] | None = None):
         from ._vendor import slurmrestd as rest
 
         self._rest = rest
@@ -129,7 +140,7 @@ class RestSlurm:
             url=url, user=user, token_provider=refresh, unix_socket=unix_socket, timeout=timeout, retries=2,
             transport=transport)
 
-    def _call(self, method, *args):
+    def _call(self, method: Callable[..., _T], *args: Any) -> _T:
         if self.tokens is not None:
             self.client.token = self.tokens.current()
         try:
@@ -178,7 +189,8 @@ class RestSlurm:
             "memory_per_node": memory_mb,
             "comment": "hybridhpc copilot placeholder for a Kubernetes pod",
         }
-        return self._call(lambda: self.client.submit_job(PLACEHOLDER_SCRIPT, **fields))
+        job_id: int = self._call(lambda: self.client.submit_job(PLACEHOLDER_SCRIPT, **fields))
+        return job_id
 
     def cancel_job(self, job_id: int) -> None:
         self._call(self.client.cancel_job, job_id)
