@@ -600,47 +600,15 @@ class Copilot:
         """One pass; ``full`` lists everything first. Raises PermanentError for what retrying cannot fix."""
         started = time.monotonic()
         result = PassResult()
-        scope = taken = None
+        scope: Scope | None = None
+        taken = None
         try:
             if full or not all(i.synced for i in self.informers):
                 self.relist()
             taken = self.changes.take()
-            everything, changed_generic_nodes, changed_slurm_nodes = taken
-            if full or everything:
-                self._index_all()
-            else:
-                scope = self._scope(changed_generic_nodes, changed_slurm_nodes)
-                if not scope.generic_nodes and not scope.slurm_nodes:
-                    return result
-            for _ in range(self.max_rounds):
-                result.rounds += 1
-                try:
-                    slurm_nodes = self._read_slurm(scope)
-                except SlurmError as err:
-                    slurm_nodes = None
-                    result.errors.append(("slurm", str(err), err.temporary))
-                    if self.metrics is not None:
-                        self.metrics.errors.labels(type(err).__name__).inc()
-                    log.warning("cannot read Slurm: deciding nothing that depends on it",
-                                extra={"fields": {"error": str(err)}})
-                slurm_jobs = self._placeholder_jobs(result) if slurm_nodes is not None else None
-                if scope is not None and slurm_jobs:
-                    slurm_jobs = self._jobs_in_scope(slurm_jobs, scope)
-                # Nothing keeps the observed snapshot while the actions run: each write replaces
-                # its GenericNode in the cache, and the object it replaced can go at once. The
-                # statuses to write are compacted as the cache holds them: a written one is then
-                # shared by the action and the cache (a first start writes every ledger).
-                actions = core.reconcile(self.observe(slurm_nodes, slurm_jobs, scope))
-                for index in range(len(actions)):  # in place: each decided status goes once compacted
-                    actions[index] = _compact_status(actions[index])
-                outcome = self.executor.run(actions)
-                del actions  # what was applied is in the outcome; the next round's decisions need room
-                result.actions.extend(outcome.applied)
-                result.errors.extend(outcome.errors)
-                result.conflicts += outcome.conflicts
-                if self.dry_run or slurm_nodes is None or slurm_jobs is None or outcome.errors or \
-                        not (outcome.wrote or outcome.conflicts):
-                    break
+            scope = self._scope_of(full, *taken)
+            if scope is None or scope.generic_nodes or scope.slurm_nodes:
+                self._rounds(scope, result)
         except PermanentError:
             self._count_error("PermanentError")
             raise
@@ -649,17 +617,70 @@ class Copilot:
             self._count_error(type(err).__name__)
         finally:
             if result.errors and taken is not None:  # look again at what this pass could not settle
-                if scope is None:
-                    self.changes.note(everything=True)
-                else:
-                    self.changes.note(scope.generic_nodes, scope.slurm_nodes)
+                self._note_again(scope)
             self._note_reservations(scope)
-            if self.metrics is not None:
-                self.metrics.reconciles.labels("full" if full else "event").inc()
-                self.metrics.latency.observe(time.monotonic() - started)
-                if not result.errors:
-                    self.metrics.last_success.set(time.time())
+            self._count_pass(full, result, time.monotonic() - started)
         return result
+
+    def _scope_of(self, full: bool, everything: bool, changed_generic_nodes: set[str], changed_slurm_nodes: set[str]) -> Scope | None:
+        """What this pass looks at: everything (``None``), or the scope of what changed."""
+        if full or everything:
+            self._index_all()
+            return None
+        return self._scope(changed_generic_nodes, changed_slurm_nodes)
+
+    def _rounds(self, scope: Scope | None, result: PassResult) -> None:
+        """Decide and act until nothing changes (a reservation needs two rounds), at most ``max_rounds``."""
+        for _ in range(self.max_rounds):
+            result.rounds += 1
+            if not self._round(scope, result):
+                break
+
+    def _round(self, scope: Scope | None, result: PassResult) -> bool:
+        """Observe, decide, act once; whether another round may find more to do."""
+        slurm_nodes = self._read_slurm_or_none(scope, result)
+        slurm_jobs = self._placeholder_jobs(result) if slurm_nodes is not None else None
+        if scope is not None and slurm_jobs:
+            slurm_jobs = self._jobs_in_scope(slurm_jobs, scope)
+        # Nothing keeps the observed snapshot while the actions run: each write replaces
+        # its GenericNode in the cache, and the object it replaced can go at once. The
+        # statuses to write are compacted as the cache holds them: a written one is then
+        # shared by the action and the cache (a first start writes every ledger).
+        actions = core.reconcile(self.observe(slurm_nodes, slurm_jobs, scope))
+        for index in range(len(actions)):  # in place: each decided status goes once compacted
+            actions[index] = _compact_status(actions[index])
+        outcome = self.executor.run(actions)
+        del actions  # what was applied is in the outcome
+        result.actions.extend(outcome.applied)
+        result.errors.extend(outcome.errors)
+        result.conflicts += outcome.conflicts
+        settled = self.dry_run or slurm_nodes is None or slurm_jobs is None or bool(outcome.errors) or \
+            not (outcome.wrote or outcome.conflicts)
+        return not settled
+
+    def _read_slurm_or_none(self, scope: Scope | None, result: PassResult) -> dict[str, core.SlurmNode] | None:
+        """Fresh Slurm nodes, or ``None`` (the error noted) when Slurm cannot be read."""
+        try:
+            return self._read_slurm(scope)
+        except SlurmError as err:
+            result.errors.append(("slurm", str(err), err.temporary))
+            if self.metrics is not None:
+                self.metrics.errors.labels(type(err).__name__).inc()
+            log.warning("cannot read Slurm: deciding nothing that depends on it", extra={"fields": {"error": str(err)}})
+            return None
+
+    def _note_again(self, scope: Scope | None) -> None:
+        if scope is None:
+            self.changes.note(everything=True)
+        else:
+            self.changes.note(scope.generic_nodes, scope.slurm_nodes)
+
+    def _count_pass(self, full: bool, result: PassResult, seconds: float) -> None:
+        if self.metrics is not None:
+            self.metrics.reconciles.labels("full" if full else "event").inc()
+            self.metrics.latency.observe(seconds)
+            if not result.errors:
+                self.metrics.last_success.set(time.time())
 
     # -- what an event pass looks at ---------------------------------------------------------
     def _index(self, name: str, obj: JsonObject | None) -> str | None:
