@@ -37,7 +37,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 
 from . import names
-from .gres import GresStrategy, capacity_from_gres, fallback_counts, gres_string, restore_unshared, wanted_counts
+from .gres import GresStrategy, restore_unshared, wanted_counts
 from .ledger import (
     AdmissionRequest,
     Allocation,
@@ -54,7 +54,6 @@ from .ledger import (
     metadata_of,
     object_in,
     old_allocation,
-    parse_admission,
     parse_timestamp,
     pods_needed,
     set_condition,
@@ -91,12 +90,10 @@ from .units import MIB, cpus_for, format_cpu, format_memory, mib_for, parse_gres
 # What the decisions read and return, and the ledger's readers, are named here too: core is where
 # readers (and the tests) look for the copilot's vocabulary.
 __all__ = [
-    "MIB", "Action", "AddFinalizer", "AdmissionRequest", "AnnotateNode", "Capacity", "Decision", "DenyAdmission",
-    "DrainNode", "GrantAdmission", "KubeNode", "NodeFacts", "Observed", "Pod", "ReleaseAdmission", "RemoveFinalizer",
-    "ReserveAdmission", "ResumeNode", "SetGres", "Settings", "SlurmNode", "Strategy", "WriteStatus", "admissions_of",
-    "alias_of", "capacity_from_gres", "entry_amounts", "fallback_counts", "gres_string", "holdings", "is_slurm_node",
-    "ledger_of", "parse_admission", "parse_timestamp", "pods_needed", "reconcile", "reconcile_node", "timestamp",
-    "wanted_counts",
+    "Action", "AddFinalizer", "AnnotateNode", "Capacity", "Decision", "DenyAdmission", "DrainNode", "GrantAdmission",
+    "KubeNode", "NodeFacts", "Observed", "Pod", "ReleaseAdmission", "RemoveFinalizer", "ReserveAdmission", "ResumeNode",
+    "SetGres", "Settings", "SlurmNode", "Strategy", "WriteStatus", "alias_of", "entry_amounts", "holdings",
+    "is_slurm_node", "pods_needed", "reconcile", "reconcile_node", "timestamp", "wanted_counts",
 ]
 
 # How each strategy is built for a node; a Slurm node's strategy comes from the config.
