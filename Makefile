@@ -23,7 +23,7 @@ LAB_CTL := onprem-ctl1
 LAB_SUITE ?= trixie
 LAB_IMAGE_FILE := $(if $(filter trixie,$(LAB_SUITE)),.lab-image,.lab-image-$(LAB_SUITE))
 
-.PHONY: lab lab-down lab-status test lint typecheck sanity unit integration molecule bench bench-power bench-converge build ee-context deps docker image clean
+.PHONY: lab lab-down lab-status test lint typecheck sanity unit integration molecule molecule-majors bench bench-power bench-converge build ee-context deps docker image clean
 
 $(VENV)/.stamp: requirements-dev.txt
 	@echo "make: python venv with pinned tools"
@@ -58,7 +58,7 @@ lab-down:
 lab-status:
 	@$(PY) lab/labctl.py status
 
-test: docker deps image lint sanity unit integration molecule
+test: docker deps image lint typecheck sanity unit integration molecule molecule-majors
 	@echo "make: all tests passed"
 
 lint: deps
@@ -88,7 +88,11 @@ integration: deps image
 	@echo "make: pytest integration tests (bad inventories, AWX through ansible-runner on its own lab)"
 	@$(BIN)/pytest -q --basetemp=$(ROOT)/.cache/pytest-integration tests/integration
 
-MOLECULE_SCENARIOS ?= default single_node federation burst accounting colocation lifecycle
+MOLECULE_SCENARIOS ?= default core single_node federation burst accounting colocation lifecycle upgrade
+# The other Slurm majors run the core scenario (one cluster, accounting, jobs,
+# REST, idempotence); the default suite runs every scenario above.
+MAJOR_SUITES ?= bookworm sid
+MAJOR_SCENARIOS ?= core
 
 molecule: deps image
 	@for s in $(MOLECULE_SCENARIOS); do \
@@ -96,6 +100,11 @@ molecule: deps image
 	  start=$$(date +%s); \
 	  (cd extensions && HYBRIDHPC_LAB_IMAGE=$$(cat ../$(LAB_IMAGE_FILE)) $(BIN)/molecule test -s $$s) || exit 1; \
 	  echo "make: molecule scenario $$s passed in $$(( $$(date +%s) - start ))s"; \
+	done
+
+molecule-majors:
+	@for suite in $(MAJOR_SUITES); do \
+	  $(MAKE) --no-print-directory molecule LAB_SUITE=$$suite MOLECULE_SCENARIOS="$(MAJOR_SCENARIOS)" || exit 1; \
 	done
 
 bench: deps bench-power

@@ -9,19 +9,25 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import elastic
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import elastic, slurm_majors
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.hostlist import HostlistError
 
 
-def slurm_elastic_plan(nodesets, config, power_save=None, configless=None, static_records=None, controllers=None):
-    """A cluster's elastic plan: configless or not, the State=CLOUD node lines, slurm.conf with power saving, --conf-server."""
+def slurm_elastic_plan(nodesets, config, power_save=None, configless=None, static_records=None, controllers=None,
+                       ctld_major=None):
+    """A cluster's elastic plan: configless or not, the State=CLOUD node lines, slurm.conf with power saving, --conf-server.
+
+    ``ctld_major``: the Slurm major of the cluster's first controller (slurm_common_major), which reads
+    SlurmctldParameters.
+    """
     nodesets = nodesets or []
     try:
         on = elastic.configless(configless, nodesets)
         return {
             "configless": on,
             "nodes": elastic.node_records(nodesets),
-            "config": elastic.power_save_settings(config, nodesets, power_save, static_records, on),
+            "config": elastic.power_save_settings(config, nodesets, power_save, static_records, on,
+                                                  slurm_majors.ctld_parameters_defunct(ctld_major)),
             "conf_server": elastic.conf_server(controllers, config),
         }
     except (HostlistError, KeyError, TypeError, ValueError) as exc:

@@ -481,6 +481,54 @@ def accounting_plan(db_clusters, qos, accounts, users, default_qos=None):
     return plan
 
 
+# The Slurm user the copilot's slurmrestd requests run as: roles/copilot writes
+# slurmrestd.user "slurm" unless copilot_config overrides it.
+COPILOT_SLURM_USER = "slurm"
+
+
+def copilot_users(db_clusters, groups, host_vars, declared_users=None, managed=False):
+    """slurm_users entries the copilot's placeholder jobs need, for the clusters of this database.
+
+    A cluster whose first controller runs the copilot (copilot_kubeconfig)
+    for nodes shared through placeholder jobs (slurm_k8s_shared,
+    slurm_k8s_strategy placeholder) submits those jobs as the copilot's
+    Slurm user; where AccountingStorageEnforce has ``associations`` slurmctld
+    refuses them ("Invalid account") unless that user has an association.
+    It gets one in ``copilot_config.placeholder.account`` (default root) on
+    each such cluster. A user the inventory declares itself is left to it.
+    ``managed``: the inventory declares accounts, users or QoS (the default
+    enforcement then has associations).
+    """
+    declared = {str(u.get("name", "")).lower() for u in declared_users or [] if isinstance(u, dict)}
+    wanted = {}
+    for cluster in db_clusters:
+        in_cluster = [h for h in groups.get(cluster_plan.COMPUTE_GROUP) or []
+                      if (host_vars(h) or {}).get("slurm_cluster_name") == cluster]
+        controllers = [h for h in groups.get(cluster_plan.CONTROLLER_GROUP) or []
+                       if (host_vars(h) or {}).get("slurm_cluster_name") == cluster]
+        if not controllers:
+            continue
+        hv = host_vars(controllers[0]) or {}
+        if not str(hv.get("copilot_kubeconfig") or ""):
+            continue
+        enforce = enforce_list(cluster_plan.truthy(hv.get("slurm_accounting", True)),
+                               hv.get("slurm_accounting_enforce"), managed)
+        if "associations" not in enforce:
+            continue
+        if not any(cluster_plan.truthy((host_vars(h) or {}).get("slurm_k8s_shared", False))
+                   and str((host_vars(h) or {}).get("slurm_k8s_strategy") or "gres") == "placeholder"
+                   for h in in_cluster):
+            continue
+        config = hv.get("copilot_config") or {}
+        user = str((config.get("slurmrestd") or {}).get("user") or COPILOT_SLURM_USER).lower()
+        account = str((config.get("placeholder") or {}).get("account") or "root").lower()
+        if user in declared:
+            continue
+        wanted.setdefault((user, account), []).append(cluster)
+    return [{"name": user, "accounts": [account], "clusters": clusters}
+            for (user, account), clusters in sorted(wanted.items())]
+
+
 def _clusters_of(item):
     """The clusters of an account or user view: ``clusters``, else those of its associations."""
     if item.get("clusters") is not None:

@@ -251,8 +251,11 @@ def _record_names(records):
     return [compress(names)] if names else []
 
 
-def power_save_settings(config, nodesets, power_save, static_records, configless_on):
+def power_save_settings(config, nodesets, power_save, static_records, configless_on, defunct=()):
     """slurm.conf keys for power saving and configless, merged into ``config`` (the user's keys win).
+
+    ``defunct``: SlurmctldParameters values the controllers' Slurm major
+    rejects (slurm_majors.ctld_parameters_defunct); they are not added.
 
     ``config``: the cluster's merged slurm.conf settings; ``static_records``:
     the always-on node records or names (they are excluded from power saving:
@@ -270,7 +273,7 @@ def power_save_settings(config, nodesets, power_save, static_records, configless
     if configless_on:
         params.append("enable_configless")
     if nodesets:
-        params.extend(CLOUD_CTLD_PARAMETERS)
+        params.extend(p for p in CLOUD_CTLD_PARAMETERS if p not in defunct)
     if params:
         key = present.get("slurmctldparameters", "SlurmctldParameters")
         own = _as_list(result.get(key))

@@ -42,6 +42,9 @@ REFERENCE_MAJOR = "24.11"
 # error at start while innodb_snapshot_isolation is on (the default of MariaDB
 # 11.6.2 and later, 11.8 in trixie and sid: "will cause slurmdbd to fatal when
 # a write conflicts"); the loose- prefix makes an older MariaDB skip it.
+# ctld_parameters_defunct: SlurmctldParameters values this major rejects as
+# defunct (26.05 logs "cloud_reg_addrs is defunct, please remove it"; what it
+# did is now always done).
 _SNAPSHOT_OFF = {"loose-innodb_snapshot_isolation": "OFF"}
 MAJORS = {
     "22.05": {"rest_versions": ("v0.0.36", "v0.0.37", "v0.0.38"), "sackd": False, "mariadb_settings": {}},
@@ -52,7 +55,7 @@ MAJORS = {
     "25.05": {"rest_versions": ("v0.0.41", "v0.0.42", "v0.0.43"), "sackd": True, "mariadb_settings": {}},
     "25.11": {"rest_versions": ("v0.0.42", "v0.0.43", "v0.0.44"), "sackd": True, "mariadb_settings": {}},
     "26.05": {"rest_versions": ("v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"), "sackd": True,
-              "mariadb_settings": _SNAPSHOT_OFF},
+              "mariadb_settings": _SNAPSHOT_OFF, "ctld_parameters_defunct": ("cloud_reg_addrs",)},
 }
 
 # The Slurm major of each Debian release's own archive (the fallback when a
@@ -225,3 +228,8 @@ def problems(inputs):
             % (host, major, ctl)
         )
     return found
+
+
+def ctld_parameters_defunct(major):
+    """SlurmctldParameters values ``major`` rejects as defunct (none for an unknown or empty major)."""
+    return tuple(MAJORS.get(str(major or ""), {}).get("ctld_parameters_defunct", ()))

@@ -651,16 +651,19 @@ class SlurmrestdClient:
     def node(self, name):
         """One node, or ``None`` when Slurm does not know it.
 
-        An unknown node is error 2018 (ESLURM_INVALID_NODE_NAME); should
-        slurmrestd report it otherwise (a bare "Failure to query node"), a
-        node missing from ``nodes()`` also reads as ``None``.
+        An unknown node is error 2018 (ESLURM_INVALID_NODE_NAME); when
+        slurmrestd reports it otherwise, as a bare "Failure to query node"
+        (HTTP 500 on 24.11; HTTP 200 with "No error" on 26.05), a node missing
+        from ``nodes()`` also reads as ``None``.
         """
         try:
             found = self.request("GET", "node/" + quote(str(name), safe="")).get("nodes") or []
         except NotFound:
             return None
         except SlurmError as err:
-            if err.status is not None and err.status >= 500 and all(n.get("name") != name for n in self.nodes()):
+            if err.status is not None and (err.status >= 500 or err.status == 200) and all(
+                n.get("name") != name for n in self.nodes()
+            ):
                 return None
             raise
         for entry in found:

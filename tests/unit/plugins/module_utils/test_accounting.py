@@ -133,6 +133,44 @@ def test_a_cluster_without_accounting_is_served_by_nobody():
     assert accounting.serving_clusters("lab-dbd", FEDERATION, lambda h: hv.get(h, {})) == []
 
 
+# ----------------------------------------------------------------- copilot
+
+def copilot_vars(**controller):
+    """onprem runs the copilot with onprem-c1 shared through placeholder jobs."""
+    hv = {h: dict(v) for h, v in HOST_VARS.items()}
+    hv["onprem-ctl1"].update({"copilot_kubeconfig": "/etc/kube.conf"}, **controller)
+    hv["onprem-c1"].update({"slurm_k8s_shared": True, "slurm_k8s_strategy": "placeholder"})
+    return lambda h: hv.get(h, {})
+
+
+def test_the_copilot_user_gets_an_association_where_its_placeholder_jobs_run():
+    users = accounting.copilot_users(["cloud", "onprem"], FEDERATION, copilot_vars(), USERS, managed=True)
+    assert users == [{"name": "slurm", "accounts": ["root"], "clusters": ["onprem"]}]
+    plan = accounting.accounting_plan(["cloud", "onprem"], QOS, ACCOUNTS, USERS + users)
+    slurm = [u for u in plan["users"] if u["name"] == "slurm"][0]
+    assert [(a["cluster"], a["account"]) for a in slurm["associations"]] == [("onprem", "root")]
+    assert slurm["default_account"] == "root"
+
+
+def test_the_copilot_user_and_account_follow_copilot_config():
+    config = {"copilot_config": {"slurmrestd": {"user": "k8s"}, "placeholder": {"account": "Chem"}}}
+    users = accounting.copilot_users(["cloud", "onprem"], FEDERATION, copilot_vars(**config), USERS, managed=True)
+    assert users == [{"name": "k8s", "accounts": ["chem"], "clusters": ["onprem"]}]
+
+
+def test_no_copilot_user_without_enforced_associations_or_placeholder_nodes_or_copilot():
+    def users(hv, declared=USERS, managed=True):
+        return accounting.copilot_users(["cloud", "onprem"], FEDERATION, hv, declared, managed=managed)
+    assert users(copilot_vars(), managed=False) == []  # nothing declared: nothing enforced
+    assert users(copilot_vars(slurm_accounting_enforce=["limits"])) == []
+    assert users(copilot_vars(slurm_accounting_enforce="associations"), managed=False) != []
+    assert users(copilot_vars(copilot_kubeconfig="")) == []
+    gres = copilot_vars()
+    assert users(lambda h: dict(gres(h), slurm_k8s_strategy="gres") if h == "onprem-c1" else gres(h)) == []
+    # A user the inventory declares keeps the associations it declares.
+    assert users(copilot_vars(), declared=USERS + [{"name": "slurm", "accounts": ["chem"]}]) == []
+
+
 # ----------------------------------------------------------------- plan
 
 def test_plan_creates_parents_first_and_restricts_accounts_to_their_clusters():

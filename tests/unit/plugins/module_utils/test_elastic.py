@@ -106,6 +106,13 @@ def test_plan_adds_power_saving_and_cloud_nodes():
     assert "SlurmctldParameters=enable_configless,cloud_reg_addrs" in text
 
 
+def test_cloud_reg_addrs_only_where_the_controllers_major_still_has_it():
+    for major, params in (("24.11", ["enable_configless", "cloud_reg_addrs"]), ("", ["enable_configless", "cloud_reg_addrs"]),
+                          ("26.05", ["enable_configless"])):
+        plan = slurm_elastic_plan([dockerset()], CONFIG, None, None, ["cloud-c1"], ["cloud-ctl1"], major)
+        assert plan["config"]["SlurmctldParameters"] == params, major
+
+
 def test_the_users_keys_win_and_slurmctld_parameters_are_joined():
     config = dict(CONFIG, SlurmctldParameters="reboot_from_controller", SuspendTime=900, treewidth=50)
     plan = slurm_elastic_plan([dockerset()], config, {"SuspendTime": 60}, None, [], ["cloud-ctl1"])

@@ -622,6 +622,10 @@ def test_unknown_node_without_error_number_is_none(fake):
     fake.inject = [(500, {"errors": [slurm_error("Failure to query node c9", "Unspecified error", 0, "_dump_nodes")]})]
     assert client.node("c9") is None
     assert [r["path"] for r in fake.requests[-2:]] == ["/slurm/v0.0.42/node/c9", "/slurm/v0.0.42/nodes"]
+    # Slurm 26.05 (v0.0.45) answers an unknown node with HTTP 200 and "No error"
+    fake.inject = [(200, {"nodes": [], "errors": [slurm_error("Failure to query node c9", "No error", 0, "_dump_nodes")]})]
+    assert client.node("c9") is None
+    assert [r["path"] for r in fake.requests[-2:]] == ["/slurm/v0.0.42/node/c9", "/slurm/v0.0.42/nodes"]
     # ... but a failure for a node that exists is an error
     fake.inject = [(500, {"errors": [slurm_error("Failure to query node c1", "Unspecified error", 0, "_dump_nodes")]})]
     with pytest.raises(sr.SlurmError, match="Failure to query node c1"):
