@@ -276,6 +276,23 @@ def as_list(value):
     return [str(item) for item in value]
 
 
+# Job ids above this carry a federation's cluster id in their upper bits
+# (Slurm's MAX_JOB_ID, 0x03FFFFFF).
+MAX_LOCAL_JOB_ID = 0x03FFFFFF
+
+
+def is_federated_job_id(job_id):
+    """Whether ``job_id`` is a federated one (a cluster id in its upper bits).
+
+    >>> is_federated_job_id(134217734), is_federated_job_id(42)
+    (True, False)
+    """
+    try:
+        return int(job_id) > MAX_LOCAL_JOB_ID
+    except (TypeError, ValueError):
+        return False
+
+
 def job_states(job):
     """A job's states as a list (``job_state`` is a list since v0.0.40, a string before)."""
     state = (job or {}).get("job_state")
@@ -720,26 +737,43 @@ class SlurmrestdClient:
         return int(job_id)
 
     def job(self, job_id):
-        """One job (the first record for an array or heterogeneous job), or ``None`` once Slurm forgot it."""
+        """One job (the first record for an array or heterogeneous job), or ``None`` once Slurm forgot it.
+
+        Slurm 26.05's slurmrestd rejects a federated job id on ``/job/{id}``
+        ("Invalid JobID=... rejected"); such a job is then read from
+        ``GET /jobs`` (only for ids with a federation's cluster bits).
+        """
         try:
             found = self.request("GET", "job/" + quote(str(job_id), safe="")).get("jobs") or []
         except NotFound:
-            return None
+            found = self._listed(job_id)
         for entry in found:
             if str(entry.get("job_id")) == str(job_id):
                 return entry
         return found[0] if found else None
+
+    def _listed(self, job_id):
+        """The ``GET /jobs`` records of a federated job id that ``/job/{id}`` answered as unknown ([] otherwise)."""
+        if not is_federated_job_id(job_id):
+            return []
+        return [j for j in self.jobs() if str(j.get("job_id")) == str(job_id)]
 
     def jobs(self):
         """Every job slurmctld still knows."""
         return list(self.request("GET", "jobs").get("jobs") or [])
 
     def cancel_job(self, job_id):
-        """Cancel a job (SIGKILL to its steps, as ``scancel``). A job Slurm already forgot is no error."""
+        """Cancel a job (SIGKILL to its steps, as ``scancel``). A job Slurm already forgot is no error.
+
+        A federated job id that 26.05's ``/job/{id}`` rejects while ``GET /jobs``
+        still lists the job is cancelled through ``DELETE /jobs`` instead.
+        """
         try:
             self.request("DELETE", "job/" + quote(str(job_id), safe=""))
         except NotFound:
-            return False
+            if not self._listed(job_id):
+                return False
+            self.request("DELETE", "jobs/", body={"jobs": [str(job_id)]})
         return True
 
 

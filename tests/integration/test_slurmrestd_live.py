@@ -10,9 +10,10 @@ Skipped unless these are set:
 
 Optional: HYBRIDHPC_SLURMRESTD_USER (default root; node updates need an
 administrator), HYBRIDHPC_SLURM_PARTITION (default: the cluster's default
-partition), HYBRIDHPC_SLURM_CLUSTERS (a federation member: the cluster the test
-job must run on, as sbatch -M; else any sibling may run it and the member the
-test asks forgets its revoked copy), HYBRIDHPC_SLURM_NODE (node to drain and resume; default: the
+partition), HYBRIDHPC_SLURM_CLUSTER_CONSTRAINT (a federation member: a feature
+only this cluster has, as sbatch --cluster-constraint; else any sibling may run
+the test job and the member the test asks forgets its revoked copy),
+HYBRIDHPC_SLURM_NODE (node to drain and resume; default: the
 first idle node), HYBRIDHPC_JOB_TIMEOUT (seconds to wait for the test job,
 default 180).
 
@@ -33,7 +34,7 @@ URL = os.environ.get("HYBRIDHPC_SLURMRESTD_URL")
 KEY_FILE = os.environ.get("HYBRIDHPC_JWT_KEY_FILE")
 USER = os.environ.get("HYBRIDHPC_SLURMRESTD_USER", "root")
 PARTITION = os.environ.get("HYBRIDHPC_SLURM_PARTITION")
-CLUSTERS = os.environ.get("HYBRIDHPC_SLURM_CLUSTERS")
+CLUSTER_CONSTRAINT = os.environ.get("HYBRIDHPC_SLURM_CLUSTER_CONSTRAINT")
 NODE = os.environ.get("HYBRIDHPC_SLURM_NODE")
 JOB_TIMEOUT = float(os.environ.get("HYBRIDHPC_JOB_TIMEOUT", "180"))
 DRAIN_REASON = "hybridhpc.slurm live test"
@@ -144,8 +145,8 @@ def test_submit_a_job_and_wait_for_it(client):
     }
     if PARTITION:
         fields["partition"] = PARTITION
-    if CLUSTERS:
-        fields["clusters"] = CLUSTERS
+    if CLUSTER_CONSTRAINT:
+        fields["cluster_constraint"] = CLUSTER_CONSTRAINT
     job_id = client.submit_job("#!/bin/sh\necho hybridhpc live test on $(hostname)\n", **fields)
     assert job_id > 0
     assert job_id in [j.get("job_id") for j in client.jobs()]

@@ -58,6 +58,7 @@ class FakeSlurmrestd:
         self.next_job_id = 100
         self.requests = []
         self.inject = []  # queued answers (status, body) or exceptions, used before normal handling
+        self.rejects_federated_ids = False  # 26.05 in a federation: /job/{id} refuses ids above 0x03FFFFFF
         self.submit_answers_result_only = False
 
     # -- plumbing -----------------------------------------------------------
@@ -145,6 +146,15 @@ class FakeSlurmrestd:
             return self._submit(user, body)
         if endpoint == ["jobs"] and method == "GET":
             return self.answer(200, {"jobs": [dict(j) for j in self.jobs.values()]})
+        if endpoint == ["jobs"] and method == "DELETE":
+            for job_id in (body or {}).get("jobs") or []:
+                if str(job_id) in self.jobs:
+                    self.jobs[str(job_id)]["job_state"] = ["CANCELLED"]
+            return self.answer(200, {"status": []})
+        if len(endpoint) == 2 and endpoint[0] == "job" and self.rejects_federated_ids and int(endpoint[1]) > 0x03FFFFFF:
+            # Slurm 26.05.5's op_handler_job on a federation member.
+            return self.answer(404, {"errors": [slurm_error(
+                "Invalid JobID=%s rejected" % endpoint[1], "Invalid job id specified", 2017, "op_handler_job")]})
         if len(endpoint) == 2 and endpoint[0] == "job" and method == "DELETE":
             job = self.jobs.get(endpoint[1])
             if job is None:
@@ -784,6 +794,28 @@ def test_cancel_job_and_a_job_slurm_forgot(fake):
     assert fake.calls("DELETE")[-1]["path"] == "/slurm/v0.0.42/job/%d" % job_id
     assert sr.job_states(client.job(job_id)) == ["CANCELLED"]
     assert client.cancel_job(4242) is False
+
+
+def test_a_federated_job_that_job_id_rejects_is_read_and_cancelled_through_jobs(fake):
+    client = make(fake)
+    job_id = client.submit_job("#!/bin/sh\nsleep 60\n")
+    federated = 134217728 + job_id  # cluster id 2 in the upper bits
+    fake.jobs[str(federated)] = dict(fake.jobs.pop(str(job_id)), job_id=federated)
+    fake.rejects_federated_ids = True
+    assert sr.job_states(client.job(federated)) == ["PENDING"]
+    assert client.cancel_job(federated) is True
+    assert fake.calls("DELETE")[-1]["path"] == "/slurm/v0.0.42/jobs/"
+    assert sr.job_states(client.job(federated)) == ["CANCELLED"]
+    # Gone from the listing too: unknown, and nothing more is sent.
+    del fake.jobs[str(federated)]
+    deletes = len(fake.calls("DELETE"))
+    assert client.job(federated) is None
+    assert client.cancel_job(federated) is False
+    assert len(fake.calls("DELETE")) == deletes + 1
+    # A local id that /job/{id} does not know is not looked for in the listing.
+    gets = len(fake.calls("GET"))
+    assert client.job(4242) is None
+    assert len(fake.calls("GET")) == gets + 1
 
 
 def test_unknown_job_is_none(fake):
