@@ -23,7 +23,7 @@ LAB_CTL := onprem-ctl1
 LAB_SUITE ?= trixie
 LAB_IMAGE_FILE := $(if $(filter trixie,$(LAB_SUITE)),.lab-image,.lab-image-$(LAB_SUITE))
 
-.PHONY: lab lab-down lab-status test lint sanity unit integration molecule molecule-majors bench bench-power bench-converge build ee-context deps docker image clean
+.PHONY: lab lab-down lab-status test lint typecheck sanity unit integration molecule molecule-majors bench bench-power bench-converge build ee-context deps docker image clean
 
 $(VENV)/.stamp: requirements-dev.txt
 	@echo "make: python venv with pinned tools"
@@ -58,7 +58,7 @@ lab-down:
 lab-status:
 	@$(PY) lab/labctl.py status
 
-test: docker deps image lint sanity unit integration molecule molecule-majors
+test: docker deps image lint typecheck sanity unit integration molecule molecule-majors
 	@echo "make: all tests passed"
 
 lint: deps
@@ -66,6 +66,14 @@ lint: deps
 	@$(BIN)/ansible-lint --profile production --offline
 	@$(BIN)/ruff check plugins tests lab extensions roles/copilot/files/copilot roles/power_save/files/hybridhpc_power
 	@$(BIN)/antsibull-changelog lint
+
+# mypy --strict over the copilot package; its settings are in the copilot's pyproject.toml
+# ([tool.mypy]). The vendored client is copied first: the package imports it.
+MYPY ?= $(BIN)/mypy
+typecheck: deps
+	@echo "make: mypy --strict (the copilot)"
+	@PYTHON=$(PY) sh roles/copilot/files/copilot/tools/vendor.sh
+	@cd roles/copilot/files/copilot && $(MYPY) --config-file pyproject.toml
 
 sanity: deps
 	@echo "make: ansible-test sanity"

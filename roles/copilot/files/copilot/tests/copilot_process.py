@@ -989,9 +989,8 @@ def serve_slurmrestd(argv=None) -> int:
     import argparse
     import collections
 
+    from fake_slurm import FakeSlurm
     from fake_slurmrestd import FakeSlurmrestd, nodes_from_specs
-
-    from hybridhpc_copilot.slurm import FakeSlurm
 
     parser = argparse.ArgumentParser(prog="copilot_process.py slurmrestd")
     parser.add_argument("--address", default="127.0.0.1")

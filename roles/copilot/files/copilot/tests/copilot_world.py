@@ -15,10 +15,13 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from fake_kube import FakeKube
+from fake_slurm import FakeNode, FakeSlurm
+
 from hybridhpc_copilot import core, names, placeholder
-from hybridhpc_copilot.kube import GENERICNODES, NODES, PODS, Conflict, FakeKube, TemporaryError
+from hybridhpc_copilot.kube import GENERICNODES, NODES, PODS, Conflict, TemporaryError
 from hybridhpc_copilot.loop import Copilot
-from hybridhpc_copilot.slurm import FakeNode, FakeSlurm, SlurmUnavailable
+from hybridhpc_copilot.slurm import SlurmUnavailable
 from hybridhpc_copilot.units import MIB, cpus_for, mib_for, parse_gres
 
 CLUSTER = "onprem"

@@ -23,7 +23,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "src"))
 
-from hybridhpc_copilot.slurm import FakeNode, FakeSlurm, SlurmRefused  # noqa: E402
+from fake_slurm import FakeNode, FakeSlurm  # noqa: E402
+
+from hybridhpc_copilot.slurm import SlurmRefused  # noqa: E402
 
 VERSION = "v0.0.42"
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import pathlib
+import subprocess
+import sys
 
 import pytest
 from copilot_builders import NOW, admission, entry, generic_node, observed, of, pod, slurm_node, status_of
 
-from hybridhpc_copilot import core, names
+from hybridhpc_copilot import core, names, placeholder
 from hybridhpc_copilot.core import (
     AddFinalizer,
     AnnotateNode,
@@ -24,6 +27,7 @@ from hybridhpc_copilot.core import (
     WriteStatus,
     reconcile,
 )
+from hybridhpc_copilot.loop import Executor
 
 GRANTED, RESERVED, DENIED, RELEASED = names.GRANTED, names.RESERVED, names.DENIED, names.RELEASED
 
@@ -370,6 +374,25 @@ def test_pods_needed_names_new_and_held_admissions_only():
 def test_every_action_has_a_kind_and_decisions_write_nothing():
     assert WriteStatus("n", "1", {}).writes and not GrantAdmission("n", "u", "r").writes
     assert SetGres("n", "c1", "k8scpu:1", (1, 1), "r").kind == "SetGres"
+
+
+def test_every_action_that_writes_has_an_executor_handler():
+    def kinds(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from kinds(sub)
+
+    writing = {cls for cls in kinds(core.Action) if not issubclass(cls, core.Decision)}
+    assert placeholder.SubmitPlaceholder in writing  # the strategies' actions are found too
+    assert writing <= set(Executor(None, None, None)._handlers)
+
+
+def test_the_strategies_do_not_import_core():
+    code = ("import sys; import hybridhpc_copilot.gres, hybridhpc_copilot.placeholder; "
+            "print('hybridhpc_copilot.core' in sys.modules)")
+    src = str(pathlib.Path(core.__file__).parents[1])
+    out = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": src}, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 # -- refused slurmd registrations ------------------------------------------------------------

@@ -11,12 +11,12 @@ import time
 import httpx
 import pytest
 from copilot_builders import CLUSTER, admission, generic_node, parse_exposition
+from fake_slurm import FakeNode, FakeSlurm
 
 from hybridhpc_copilot import core, names
 from hybridhpc_copilot.kube import GENERICNODES, NODES, PODS, Conflict, Gone, KubeClient, PermanentError, TemporaryError
 from hybridhpc_copilot.loop import Copilot, Runner
 from hybridhpc_copilot.metrics import Metrics
-from hybridhpc_copilot.slurm import FakeNode, FakeSlurm
 from hybridhpc_copilot.systemd import Notifier
 from k8s_double import Fault
 

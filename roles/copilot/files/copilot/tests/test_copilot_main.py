@@ -10,12 +10,12 @@ import sys
 
 import pytest
 from copilot_builders import admission
+from fake_slurm import FakeNode, FakeSlurm
 from fake_slurmrestd import FakeSlurmrestd
 from test_copilot_kube import add_admission, gn_body
 
 from hybridhpc_copilot import names
 from hybridhpc_copilot.kube import GENERICNODES, KubeClient
-from hybridhpc_copilot.slurm import FakeNode, FakeSlurm
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1]
 

@@ -3,21 +3,35 @@
 from __future__ import annotations
 
 import base64
+import importlib
 import json
+import pathlib
+import pkgutil
 import socket
 
 import httpx
 import pytest
 from copilot_builders import CLUSTER, admission, entry, generic_node, parse_exposition
+from fake_kube import FakeKube
+from fake_slurm import FakeNode, FakeSlurm
 from fake_slurmrestd import FakeSlurmrestd
 
 from hybridhpc_copilot import config, core, names, tokens, units
 from hybridhpc_copilot._vendor import jwt
-from hybridhpc_copilot.kube import GENERICNODES, NODES, PODS, Conflict, FakeKube, TemporaryError, label_selector_matches
+from hybridhpc_copilot.kube import (
+    GENERICNODES,
+    NODES,
+    PODS,
+    Conflict,
+    TemporaryError,
+    finalizer_body,
+    label_selector_matches,
+    ledger_body,
+)
 from hybridhpc_copilot.loop import Copilot, Executor, Informer, compact
 from hybridhpc_copilot.metrics import Metrics
 from hybridhpc_copilot.poller import SlurmPoller, changed_nodes
-from hybridhpc_copilot.slurm import FakeNode, FakeSlurm, RestSlurm, SlurmRefused, SlurmUnavailable, node_from_rest
+from hybridhpc_copilot.slurm import RestSlurm, SlurmRefused, SlurmUnavailable, node_from_rest
 from hybridhpc_copilot.systemd import Notifier
 
 # -- units ---------------------------------------------------------------------------------------
@@ -332,9 +346,32 @@ def test_poller_reports_changes_and_forgets_on_errors():
     assert poller.nodes is None
 
 
+def test_ledger_and_finalizer_bodies_hold_to_the_version_read_and_leave_the_cached_object_alone():
+    cached = {"metadata": {"name": "k8s-c1", "resourceVersion": "7", "finalizers": ["other/one", names.FINALIZER]},
+              "spec": {"alias": "c1"}, "status": {"admissions": {}}}
+    before = json.dumps(cached, sort_keys=True)
+    ledger = ledger_body(cached, {"admissions": {"a1": {}}}, "5")
+    assert (ledger["status"], ledger["metadata"]["resourceVersion"]) == ({"admissions": {"a1": {}}}, "5")
+    assert (ledger["apiVersion"], ledger["kind"]) == (names.API_VERSION, names.KIND)
+    removed = finalizer_body(cached, False)
+    assert removed["metadata"] == {"name": "k8s-c1", "resourceVersion": "7", "finalizers": ["other/one"]}
+    assert "status" not in removed  # a PUT of the object must not look like a status write
+    added = finalizer_body(removed, True)
+    assert added["metadata"]["finalizers"] == ["other/one", names.FINALIZER]
+    assert json.dumps(cached, sort_keys=True) == before
+
+
 def test_label_selectors_of_the_fake():
     assert label_selector_matches("a=b,c!=d,e,!f", {"a": "b", "c": "x", "e": ""})
     assert not label_selector_matches("a==b", {"a": "c"})
+
+
+def test_nothing_fake_is_in_the_installed_package():
+    package = pathlib.Path(core.__file__).parent
+    modules = [importlib.import_module("hybridhpc_copilot." + info.name) for info in pkgutil.iter_modules([str(package)])]
+    assert {m.__name__.rsplit(".", 1)[1] for m in modules} >= {"core", "kube", "slurm", "loop"}
+    fakes = [(m.__name__, name) for m in modules for name in vars(m) if name.startswith("Fake")]
+    assert not fakes, "the role installs every module of the package: fakes belong in tests/"
 
 
 # -- metrics and systemd ----------------------------------------------------------------------------------

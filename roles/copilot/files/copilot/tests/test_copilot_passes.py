@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from copilot_builders import CLUSTER, admission, generic_node
+from fake_kube import FakeKube
+from fake_slurm import FakeNode, FakeSlurm
 
 from hybridhpc_copilot import core, names
-from hybridhpc_copilot.kube import GENERICNODES, PODS, FakeKube
+from hybridhpc_copilot.kube import GENERICNODES, PODS
 from hybridhpc_copilot.loop import Copilot
-from hybridhpc_copilot.slurm import FakeNode, FakeSlurm, SlurmUnavailable
+from hybridhpc_copilot.slurm import SlurmUnavailable
 
 NODES = ("c0", "c1", "c2")
 

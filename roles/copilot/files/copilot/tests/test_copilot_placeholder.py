@@ -7,11 +7,12 @@ import json
 
 import httpx
 from copilot_builders import NOW, admission, entry, generic_node, observed, of, pod, slurm_node, status_of
+from fake_slurm import FakeNode, FakeSlurm
 
 from hybridhpc_copilot import names
 from hybridhpc_copilot.core import DenyAdmission, GrantAdmission, ReleaseAdmission, ReserveAdmission, WriteStatus, reconcile
 from hybridhpc_copilot.placeholder import CancelPlaceholder, PlaceholderJob, SubmitPlaceholder, job_name, parse_job_name
-from hybridhpc_copilot.slurm import FakeNode, FakeSlurm, RestSlurm
+from hybridhpc_copilot.slurm import RestSlurm
 
 GRANTED, RESERVED, DENIED, RELEASED = names.GRANTED, names.RESERVED, names.DENIED, names.RELEASED
 

@@ -6,25 +6,32 @@ import dataclasses
 import json
 import signal
 import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from . import __version__, config, logs
 from .loop import Copilot, Runner
 from .metrics import Metrics
 from .systemd import Notifier
 
+if TYPE_CHECKING:
+    from .kube import Kube
+    from .tokens import Tokens
 
-def build_tokens(cfg: config.Config, kube):
+
+def build_tokens(cfg: config.Config, kube: Kube) -> Tokens:
     from . import tokens
 
     if cfg.token.source == "key":
         return tokens.KeyFileTokens(cfg.token.jwt_key_file, cfg.slurmrestd.user, cfg.token.lifespan)
     if cfg.token.source == "file":
+        assert cfg.token.file is not None  # config.validate() requires it with this source
         return tokens.FileTokens(cfg.token.file)
     return tokens.SecretTokens(kube.read_secret, cfg.token.secret_key or cfg.cluster_name,
                                cfg.token.secret_namespace, cfg.token.secret_name)
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = config.parser().parse_args(argv)
     if args.version:
         print("hybridhpc-copilot %s" % __version__)

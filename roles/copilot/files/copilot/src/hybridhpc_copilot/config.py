@@ -11,9 +11,17 @@ import argparse
 import dataclasses
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import core, names
+from . import names
+from .model import Capacity, Settings
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_Section = TypeVar("_Section", bound="DataclassInstance")  # Config and its nested sections
 
 DEFAULT_CONFIG = "/etc/hybridhpc-copilot/config.yaml"
 
@@ -72,7 +80,7 @@ class Config:
     kube_context: str | None = None
     slurmrestd: SlurmrestdConfig = field(default_factory=SlurmrestdConfig)
     token: TokenConfig = field(default_factory=TokenConfig)
-    nodes: dict = field(default_factory=dict)  # Slurm node -> NodeConfig (slurm.conf's k8scpu/k8smemory)
+    nodes: dict[str, NodeConfig] = field(default_factory=dict)  # by Slurm node (slurm.conf's k8scpu/k8smemory)
     strategy: str = "gres"  # gres: lower k8scpu/k8smemory | placeholder: hold resources with Slurm jobs
     placeholder: PlaceholderConfig = field(default_factory=PlaceholderConfig)
     usage_source: str = "max"
@@ -88,9 +96,9 @@ class Config:
     once: bool = False
     dry_run: bool = False
 
-    def settings(self) -> core.Settings:
-        return core.Settings(
-            configured={n: core.Capacity(c.k8scpu, c.k8smemory) for n, c in self.nodes.items()
+    def settings(self) -> Settings:
+        return Settings(
+            configured={n: Capacity(c.k8scpu, c.k8smemory) for n, c in self.nodes.items()
                         if c.k8scpu is not None and c.k8smemory is not None},
             strategy=self.strategy,
             node_strategy={n: c.strategy for n, c in self.nodes.items() if c.strategy},
@@ -101,7 +109,7 @@ class Config:
         )
 
 
-_NESTED = {"slurmrestd": SlurmrestdConfig, "token": TokenConfig, "metrics": MetricsConfig,
+_NESTED: dict[str, type] = {"slurmrestd": SlurmrestdConfig, "token": TokenConfig, "metrics": MetricsConfig,
            "placeholder": PlaceholderConfig}
 STRATEGIES = ("gres", "placeholder")
 _CHOICES = {
@@ -116,7 +124,7 @@ def _type_name(annotation: str) -> str:
     return annotation.replace(" | None", "").strip()
 
 
-def _coerce(path: str, value, annotation: str):
+def _coerce(path: str, value: object, annotation: str) -> Any:
     optional = "None" in annotation
     kind = _type_name(annotation)
     if value is None:
@@ -140,7 +148,7 @@ def _coerce(path: str, value, annotation: str):
     return value
 
 
-def _build(cls, data, prefix: str):
+def _build(cls: type[_Section], data: object, prefix: str) -> _Section:
     if not isinstance(data, dict):
         raise ConfigError("%s must be a mapping, got %r" % (prefix.rstrip(".") or "the config file", data))
     fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -149,7 +157,7 @@ def _build(cls, data, prefix: str):
         raise ConfigError("unknown key%s %s in %s; known keys: %s" % (
             "s" if len(unknown) > 1 else "", ", ".join(prefix + k for k in unknown),
             prefix.rstrip(".") or "the config file", ", ".join(sorted(k for k in fields if k not in ("once", "dry_run")))))
-    values = {}
+    values: dict[str, Any] = {}
     for key, value in data.items():
         path = prefix + key
         if key in _NESTED and cls is Config:
@@ -163,13 +171,13 @@ def _build(cls, data, prefix: str):
     return cls(**values)
 
 
-def _nodes(value) -> dict:
+def _nodes(value: object) -> dict[str, NodeConfig]:
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise ConfigError("nodes must map Slurm node names to {k8scpu: N, k8smemory: MB} or {strategy: placeholder}, "
                           "got %r" % (value,))
-    out = {}
+    out: dict[str, NodeConfig] = {}
     for node, entry in value.items():
         keys = set(entry) if isinstance(entry, dict) else None
         counts = keys is not None and keys - {"strategy"} == {"k8scpu", "k8smemory"}
@@ -186,7 +194,7 @@ def _nodes(value) -> dict:
     return out
 
 
-def from_dict(data: dict) -> Config:
+def from_dict(data: Mapping[str, Any] | None) -> Config:
     return validate(_build(Config, data or {}, ""))
 
 
@@ -209,7 +217,7 @@ def validate(config: Config) -> Config:
     return config
 
 
-def read_file(path: str) -> dict:
+def read_file(path: str) -> object:
     try:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
@@ -252,7 +260,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def load(argv=None, environ=None) -> Config:
+def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> Config:
     """The config file (``--config``, else the default path if present) with the flags over it."""
     environ = os.environ if environ is None else environ
     args = parser().parse_args(argv)

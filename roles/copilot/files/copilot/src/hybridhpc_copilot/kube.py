@@ -6,10 +6,14 @@ python3-kubernetes 22 in Debian 12 and the releases on PyPI). Three kinds are
 read: ``genericnodes`` (cluster-scoped custom resource), ``pods`` and ``nodes``;
 writes are few and all conditional:
 
-* the GenericNode status (the ledger): ``PUT .../status`` carrying the
+* ``write_ledger``: the GenericNode status, ``PUT .../status`` carrying the
   resourceVersion read, so a concurrent writer makes it fail with 409;
-* the GenericNode itself, only for its finalizer (``PUT``, same rule);
-* one annotation on a Node (a merge patch of ``metadata.annotations``).
+* ``set_finalizer``: the GenericNode itself, only for its finalizer (``PUT``,
+  same rule);
+* ``annotate_node``: one annotation on a Node (a merge patch of
+  ``metadata.annotations``).
+
+Every request body is built here: callers say what they want written.
 
 Errors: :class:`Conflict` (409), :class:`Gone` (410: watch from a fresh
 list), :class:`TemporaryError` (5xx, 429, no connection: retry with backoff)
@@ -17,18 +21,25 @@ and :class:`PermanentError` (401, 403, 404 of a whole API, 422: report).
 A missing object is not an error: ``get_object`` answers ``None``.
 
 :class:`KubeClient` uses the ``kubernetes`` package and a kubeconfig (or the
-in-cluster service account); :class:`FakeKube` is an in-memory API server
-with resourceVersions, watch windows and fault injection, for tests.
+in-cluster service account). The tests' in-memory API server
+(``tests/fake_kube.py``) implements :class:`Kube` too; nothing fake is
+installed on hosts.
 """
 
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Iterator
-from typing import Callable, Protocol
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import names
+from .ledger import JsonObject, Status
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+# What a list keeps of each object (the informers keep only the fields the copilot reads).
+Keep = Callable[[JsonObject], JsonObject]
 
 GENERICNODES, PODS, NODES, SECRETS = "genericnodes", "pods", "nodes", "secrets"
 NAMESPACED = frozenset((PODS, SECRETS))
@@ -73,30 +84,91 @@ def error_for(status: int | None, message: str) -> KubeError:
 
 
 class Kube(Protocol):
-    def list_objects(self, kind: str, label_selector: str | None = None, keep: Callable | None = None) -> tuple[list[dict], str]:
+    def list_objects(self, kind: str, label_selector: str | None = None, keep: Keep | None = None) -> tuple[list[JsonObject], str]:
         """Every object of ``kind`` (``keep(obj)`` of each, when given) and the list's resourceVersion."""
 
     def watch_objects(self, kind: str, resource_version: str, timeout_seconds: int = 300,
-                      label_selector: str | None = None) -> Iterator[tuple[str, dict]]:
+                      label_selector: str | None = None) -> Iterator[tuple[str, JsonObject]]:
         """``(type, object)`` events after ``resource_version`` (ADDED, MODIFIED, DELETED, BOOKMARK)."""
 
-    def get_object(self, kind: str, name: str, namespace: str | None = None) -> dict | None: ...
+    def get_object(self, kind: str, name: str, namespace: str | None = None) -> JsonObject | None: ...
 
-    def replace_status(self, obj: dict) -> dict:
+    def replace_status(self, obj: JsonObject) -> JsonObject:
         """PUT a GenericNode's status (``obj`` carries metadata.name and resourceVersion)."""
 
-    def replace_object(self, obj: dict) -> dict:
+    def replace_object(self, obj: JsonObject) -> JsonObject:
         """PUT a GenericNode (metadata and spec; the status is not written this way)."""
 
-    def annotate_node(self, name: str, key: str, value: str | None) -> dict: ...
+    def write_ledger(self, obj: JsonObject, status: Status, resource_version: str | None = None) -> JsonObject:
+        """Replace a GenericNode's status (the ledger) if it is still at ``resource_version`` (else obj's)."""
+
+    def set_finalizer(self, obj: JsonObject, present: bool, resource_version: str | None = None) -> JsonObject:
+        """Add (or remove) the copilot's finalizer on a GenericNode, with the same condition."""
+
+    def annotate_node(self, name: str, key: str, value: str | None) -> JsonObject:
+        """Set (``None``: remove) one annotation on a Node."""
+
+    def read_secret(self, namespace: str, name: str) -> JsonObject | None: ...
 
 
-def object_key(obj: dict) -> str:
+def object_key(obj: JsonObject) -> str:
     meta = obj.get("metadata") or {}
     return "%s/%s" % (meta.get("namespace"), meta.get("name")) if meta.get("namespace") else str(meta.get("name"))
 
 
-def label_selector_matches(selector: str | None, labels: dict | None) -> bool:
+def ledger_body(obj: JsonObject, status: Status, resource_version: str | None = None) -> JsonObject:
+    """The body of ``PUT .../status``: the GenericNode as read, with ``status`` and the resourceVersion to hold to.
+
+    ``obj`` is not changed (cached objects are shared). The server takes the
+    status from it and fails with 409 when the resourceVersion moved on.
+    """
+    body = _generic_node_body(obj, resource_version)
+    body["status"] = status
+    return body
+
+
+def finalizer_body(obj: JsonObject, present: bool, resource_version: str | None = None) -> JsonObject:
+    """The body of ``PUT`` on a GenericNode with the copilot's finalizer added (or removed), others kept."""
+    body = _generic_node_body(obj, resource_version)
+    finalizers = [f for f in body["metadata"].get("finalizers") or [] if f != names.FINALIZER]
+    if present:
+        finalizers.append(names.FINALIZER)
+    body["metadata"]["finalizers"] = finalizers
+    return body
+
+
+def _generic_node_body(obj: JsonObject, resource_version: str | None) -> JsonObject:
+    body = {k: v for k, v in obj.items() if k != "status"}
+    body["metadata"] = dict(obj.get("metadata") or {})
+    if resource_version is not None:
+        body["metadata"]["resourceVersion"] = resource_version
+    body.setdefault("apiVersion", names.API_VERSION)
+    body.setdefault("kind", names.KIND)
+    return body
+
+
+class _ReplacesGenericNodes(Protocol):
+    def replace_status(self, obj: JsonObject) -> JsonObject: ...
+
+    def replace_object(self, obj: JsonObject) -> JsonObject: ...
+
+
+class GenericNodeWrites:
+    """The copilot's two GenericNode writes, said as what they do, over a client's ``replace_*`` calls.
+
+    Shared by the real client and the tests' fake, so both send the same bodies.
+    """
+
+    def write_ledger(self: _ReplacesGenericNodes, obj: JsonObject, status: Status,
+                     resource_version: str | None = None) -> JsonObject:
+        return self.replace_status(ledger_body(obj, status, resource_version))
+
+    def set_finalizer(self: _ReplacesGenericNodes, obj: JsonObject, present: bool,
+                      resource_version: str | None = None) -> JsonObject:
+        return self.replace_object(finalizer_body(obj, present, resource_version))
+
+
+def label_selector_matches(selector: str | None, labels: dict[str, str] | None) -> bool:
     """Equality-based selectors (``a=b,c!=d``), enough for the copilot's own lists."""
     labels = labels or {}
     for term in (selector or "").split(","):
@@ -122,7 +194,7 @@ def label_selector_matches(selector: str | None, labels: dict | None) -> bool:
 # -- the real client ----------------------------------------------------------------------
 
 
-class KubeClient:
+class KubeClient(GenericNodeWrites):
     """The Kubernetes API through the ``kubernetes`` package (python3-kubernetes 22.6 or later).
 
     Only calls every version since 22.6 has, with ``_preload_content=False``
@@ -131,7 +203,7 @@ class KubeClient:
     patch core kinds accept in every content type the client may pick.
     """
 
-    def __init__(self, kubeconfig: str | None = None, context: str | None = None, api_client=None,
+    def __init__(self, kubeconfig: str | None = None, context: str | None = None, api_client: ApiClient | None = None,
                  request_timeout: float = 30.0, list_chunk: int = 500):
         from kubernetes import client, config
 
@@ -147,12 +219,12 @@ class KubeClient:
         self.custom = client.CustomObjectsApi(api_client)
         self.request_timeout = request_timeout
         self.list_chunk = list_chunk
-        from kubernetes.client.rest import ApiException
+        from kubernetes.client.exceptions import ApiException
 
         self._api_exception = ApiException
 
     # -- plumbing ------------------------------------------------------------------
-    def _call(self, what: str, method: Callable, *args, **kwargs):
+    def _call(self, what: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         import urllib3
 
         kwargs.setdefault("_request_timeout", self.request_timeout)
@@ -164,22 +236,24 @@ class KubeClient:
             raise TemporaryError("%s: %s: %s" % (what, type(err).__name__, err)) from err
         return response
 
-    def _json(self, what: str, method: Callable, *args, **kwargs) -> dict:
+    def _json(self, what: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> JsonObject:
         response = self._call(what, method, *args, **kwargs)
         try:
-            return json.loads(response.data)
+            data: JsonObject = json.loads(response.data)
+            return data
         except ValueError as err:
             raise TemporaryError("%s: the answer is not JSON: %s" % (what, err)) from err
 
-    def _list_method(self, kind: str):
-        return {
+    def _list_method(self, kind: str) -> Callable[..., Any]:
+        methods: dict[str, Callable[..., Any]] = {
             GENERICNODES: lambda **kw: self.custom.list_cluster_custom_object(names.GROUP, names.VERSION, names.PLURAL, **kw),
             PODS: self.core.list_pod_for_all_namespaces,
             NODES: self.core.list_node,
-        }[kind]
+        }
+        return methods[kind]
 
     # -- the interface ---------------------------------------------------------------
-    def list_objects(self, kind, label_selector=None, keep=None):
+    def list_objects(self, kind: str, label_selector: str | None = None, keep: Keep | None = None) -> tuple[list[JsonObject], str]:
         """The list in chunks of ``list_chunk`` objects (``limit`` and ``continue``, as client-go's informers
         read), each through ``keep`` before the next is asked for: a large list never sits whole in memory.
 
@@ -195,11 +269,12 @@ class KubeClient:
             raise PermanentError("%s: is the %s CRD installed? (kubectl apply -f crd/%s.yaml)" % (
                 err, names.CRD_NAME, names.CRD_NAME), 404) from err
 
-    def _list(self, kind, label_selector, keep, limit) -> tuple[list[dict], str]:
-        kwargs = {"label_selector": label_selector} if label_selector else {}
+    def _list(self, kind: str, label_selector: str | None, keep: Keep | None, limit: int) -> tuple[list[JsonObject], str]:
+        kwargs: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
         if limit:
             kwargs["limit"] = limit
-        items, resource_version = [], None
+        items: list[JsonObject] = []
+        resource_version = None
         while True:
             data = self._json("list %s" % kind, self._list_method(kind), **kwargs)
             chunk = data.get("items") or []
@@ -212,8 +287,9 @@ class KubeClient:
             kwargs["_continue"] = meta["continue"]
             del data, chunk  # this chunk's raw objects go before the next arrives
 
-    def watch_objects(self, kind, resource_version, timeout_seconds=300, label_selector=None):
-        kwargs = {"watch": True, "resource_version": resource_version, "timeout_seconds": int(timeout_seconds),
+    def watch_objects(self, kind: str, resource_version: str, timeout_seconds: int = 300,
+                      label_selector: str | None = None) -> Iterator[tuple[str, JsonObject]]:
+        kwargs: dict[str, Any] = {"watch": True, "resource_version": resource_version, "timeout_seconds": int(timeout_seconds),
                   "allow_watch_bookmarks": True, "_request_timeout": (10, timeout_seconds + 30)}
         if label_selector:
             kwargs["label_selector"] = label_selector
@@ -233,7 +309,7 @@ class KubeClient:
         finally:
             response.release_conn()
 
-    def get_object(self, kind, name, namespace=None):
+    def get_object(self, kind: str, name: str, namespace: str | None = None) -> JsonObject | None:
         try:
             if kind == GENERICNODES:
                 return self._json("get genericnode %s" % name, self.custom.get_cluster_custom_object,
@@ -248,21 +324,21 @@ class KubeClient:
             return None
         raise ValueError("unknown kind %s" % kind)
 
-    def replace_status(self, obj):
+    def replace_status(self, obj: JsonObject) -> JsonObject:
         name = obj["metadata"]["name"]
         return self._json("update genericnode %s status" % name, self.custom.replace_cluster_custom_object_status,
                           names.GROUP, names.VERSION, names.PLURAL, name, obj)
 
-    def replace_object(self, obj):
+    def replace_object(self, obj: JsonObject) -> JsonObject:
         name = obj["metadata"]["name"]
         return self._json("update genericnode %s" % name, self.custom.replace_cluster_custom_object,
                           names.GROUP, names.VERSION, names.PLURAL, name, obj)
 
-    def annotate_node(self, name, key, value):
+    def annotate_node(self, name: str, key: str, value: str | None) -> JsonObject:
         body = {"metadata": {"annotations": {key: value}}}
         return self._json("annotate node %s" % name, self.core.patch_node, name, body)
 
-    def read_secret(self, namespace, name):
+    def read_secret(self, namespace: str, name: str) -> JsonObject | None:
         return self.get_object(SECRETS, name, namespace)
 
 
@@ -273,7 +349,7 @@ def _in_cluster() -> bool:
         "/var/run/secrets/kubernetes.io/serviceaccount/token")
 
 
-def _status_message(body) -> str:
+def _status_message(body: Any) -> str:
     try:
         data = json.loads(body)
         return str(data.get("message") or body)
@@ -281,7 +357,7 @@ def _status_message(body) -> str:
         return str(body or "")[:300]
 
 
-def _lines(response) -> Iterator[bytes]:
+def _lines(response: Any) -> Iterator[bytes]:
     """Newline-delimited JSON from a streaming urllib3 response."""
     pending = b""
     for chunk in response.stream(65536):
@@ -292,170 +368,3 @@ def _lines(response) -> Iterator[bytes]:
                 yield line
     if pending.strip():
         yield pending
-
-
-# -- the fake -------------------------------------------------------------------------------
-
-
-def clone(obj):
-    """A deep copy of JSON-like data (faster than copy.deepcopy for dicts and lists)."""
-    if isinstance(obj, dict):
-        return {k: clone(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [clone(v) for v in obj]
-    return obj
-
-
-class FakeKube:
-    """An in-memory API server for the kinds the copilot uses.
-
-    Every write bumps one global resourceVersion; a PUT carrying an old one
-    fails with :class:`Conflict`; watches replay the events after a
-    resourceVersion and raise :class:`Gone` once it left the ``window`` of
-    retained events; ``fault(operation, kind, name)`` runs before every call and
-    may raise (tests inject 409s, 5xx and interleaved writes with it).
-    Watches do not block: they yield what happened and end. Stored objects are
-    never changed in place (every write stores a new one), so answers share
-    them: callers must not modify what they get (the copilot never does).
-    """
-
-    def __init__(self, fault: Callable | None = None, window: int = 200, clock: Callable = time.time):
-        self.objects: dict[str, dict[str, dict]] = {GENERICNODES: {}, PODS: {}, NODES: {}, SECRETS: {}}
-        self.events: dict[str, list] = {kind: [] for kind in self.objects}
-        self.horizon: dict[str, int] = dict.fromkeys(self.objects, 0)  # events up to here are forgotten
-        self.rv = 0
-        self.window = window
-        self.fault = fault
-        self.clock = clock
-        self.calls: list = []
-
-    # -- internals ---------------------------------------------------------------------
-    def _check(self, operation, kind=None, name=None):
-        self.calls.append((operation, kind, name))
-        if self.fault is not None:
-            self.fault(operation, kind, name)
-
-    def _store(self, kind: str, obj: dict, event: str) -> dict:
-        self.rv += 1
-        obj.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
-        key = object_key(obj)
-        if event == "DELETED":
-            self.objects[kind].pop(key, None)
-        else:
-            self.objects[kind][key] = obj
-        log = self.events[kind]
-        log.append((self.rv, event, obj))
-        if len(log) > self.window:
-            self.horizon[kind] = log[-self.window - 1][0]
-            del log[: len(log) - self.window]
-        return obj
-
-    def _current(self, kind, obj) -> dict:
-        key = object_key(obj)
-        current = self.objects[kind].get(key)
-        if current is None:
-            raise NotFound("%s %s not found" % (kind, key), 404)
-        wanted = (obj.get("metadata") or {}).get("resourceVersion")
-        if wanted and wanted != current["metadata"]["resourceVersion"]:
-            raise Conflict("%s %s: the object has been modified; please apply your changes to the latest version "
-                           "and try again" % (kind, key), 409)
-        return current
-
-    # -- the interface -------------------------------------------------------------------
-    def list_objects(self, kind, label_selector=None, keep=None):
-        self._check("list", kind)
-        items = [o for o in self.objects[kind].values() if label_selector_matches(label_selector, o["metadata"].get("labels"))]
-        return (items if keep is None else [keep(o) for o in items]), str(self.rv)
-
-    def watch_objects(self, kind, resource_version, timeout_seconds=300, label_selector=None):
-        self._check("watch", kind)
-        since = int(resource_version or 0)
-        if since < self.horizon[kind]:
-            raise Gone("too old resource version: %d (%d)" % (since, self.horizon[kind]), 410)
-        for rv, event, obj in list(self.events[kind]):
-            if rv > since and label_selector_matches(label_selector, obj["metadata"].get("labels")):
-                yield event, obj
-
-    def get_object(self, kind, name, namespace=None):
-        self._check("get", kind, name)
-        return self.objects[kind].get("%s/%s" % (namespace, name) if namespace else name)
-
-    def replace_status(self, obj):
-        self._check("replace_status", GENERICNODES, obj["metadata"]["name"])
-        current = self._current(GENERICNODES, obj)
-        new = dict(current, metadata=dict(current["metadata"]))
-        if "status" in obj:
-            new["status"] = obj["status"]
-        else:
-            new.pop("status", None)
-        return self._store(GENERICNODES, new, "MODIFIED")
-
-    def replace_object(self, obj):
-        self._check("replace", GENERICNODES, obj["metadata"]["name"])
-        current = self._current(GENERICNODES, obj)
-        new = clone(obj)
-        new.pop("status", None)
-        if "status" in current:
-            new["status"] = current["status"]
-        meta = new["metadata"]
-        for keep in ("uid", "creationTimestamp", "deletionTimestamp"):
-            if keep in current["metadata"]:
-                meta[keep] = current["metadata"][keep]
-        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
-            return self._store(GENERICNODES, new, "DELETED")
-        return self._store(GENERICNODES, new, "MODIFIED")
-
-    def annotate_node(self, name, key, value):
-        self._check("annotate", NODES, name)
-        current = self.objects[NODES].get(name)
-        if current is None:
-            raise NotFound("node %s not found" % name, 404)
-        new = dict(current, metadata=dict(current["metadata"]))
-        annotations = new["metadata"]["annotations"] = dict(new["metadata"].get("annotations") or {})
-        if value is None:
-            annotations.pop(key, None)
-        else:
-            annotations[key] = value
-        return self._store(NODES, new, "MODIFIED")
-
-    def read_secret(self, namespace, name):
-        return self.get_object(SECRETS, name, namespace)
-
-    # -- what other actors do (tests) -----------------------------------------------------
-    def create(self, kind: str, obj: dict) -> dict:
-        obj = clone(obj)
-        meta = obj.setdefault("metadata", {})
-        if object_key(obj) in self.objects[kind]:
-            raise Conflict("%s %s already exists" % (kind, object_key(obj)), 409)
-        meta.setdefault("uid", "uid-%s-%d" % (meta.get("name"), self.rv + 1))
-        meta.setdefault("creationTimestamp", "2026-01-01T00:00:00Z")
-        return self._store(kind, obj, "ADDED")
-
-    def update(self, kind: str, obj: dict) -> dict:
-        """An unconditional-unless-resourceVersion-given update of a whole object (status included).
-
-        ``obj`` becomes the stored object: pass a copy you no longer touch.
-        """
-        current = self._current(kind, obj)
-        new = dict(obj, metadata=dict(obj["metadata"]))
-        new["metadata"]["uid"] = current["metadata"].get("uid")
-        return self._store(kind, new, "MODIFIED")
-
-    def delete(self, kind: str, name: str, namespace: str | None = None) -> None:
-        key = "%s/%s" % (namespace, name) if namespace else name
-        current = self.objects[kind].get(key)
-        if current is None:
-            return
-        new = clone(current)
-        if new["metadata"].get("finalizers"):
-            if not new["metadata"].get("deletionTimestamp"):
-                new["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-                self._store(kind, new, "MODIFIED")
-            return
-        self._store(kind, new, "DELETED")
-
-    def compact(self) -> None:
-        """Forget every retained event: the next watch from an old resourceVersion gets 410."""
-        for kind in self.events:
-            self.events[kind] = []
-            self.horizon[kind] = self.rv

@@ -9,6 +9,7 @@ import datetime as _dt
 import json
 import logging
 import sys
+from typing import TextIO
 
 LOGGER = "hybridhpc_copilot"
 logging.getLogger(LOGGER).addHandler(logging.NullHandler())  # silent as a library until setup() runs
@@ -31,7 +32,7 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str, sort_keys=False)
 
 
-def setup(level: str = "info", stream=None) -> logging.Logger:
+def setup(level: str = "info", stream: TextIO | None = None) -> logging.Logger:
     logger = logging.getLogger(LOGGER)
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter())

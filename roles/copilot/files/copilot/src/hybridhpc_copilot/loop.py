@@ -24,19 +24,33 @@ import sys
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, TypeVar, cast
 
 from . import core, logs, names, placeholder
-from .kube import GENERICNODES, NODES, PODS, Conflict, Gone, KubeError, PermanentError, TemporaryError, object_key
+from .kube import GENERICNODES, NODES, PODS, Conflict, Gone, Keep, Kube, KubeError, PermanentError, TemporaryError, object_key
+from .ledger import JsonObject
+from .metrics import Metrics
 from .poller import SlurmPoller
-from .slurm import SlurmError, SlurmRefused
+from .slurm import Slurm, SlurmError, SlurmRefused
+from .systemd import Notifier
 from .units import cpu_millis, memory_bytes
+
+_J = TypeVar("_J")
+
+# (what failed, the message, whether retrying may help)
+Error = tuple[str, str, bool]
+# GenericNode -> the object after our last write to it in this round
+Latest = dict[str, JsonObject]
+# What /metrics shows of one GenericNode's ledger: its name, {(allocation type, resource): cores or bytes},
+# {admission state: count}, whether it is overcommitted.
+LedgerRow = tuple[str, dict[tuple[str, str], float], dict[str, int], bool]
 
 log = logs.get("loop")
 
 
-def _rv_newer(new: dict, old: dict | None) -> bool:
+def _rv_newer(new: JsonObject, old: JsonObject | None) -> bool:
     """Whether ``new`` is not older than ``old`` (resourceVersions compared as numbers when both are)."""
     if old is None:
         return True
@@ -50,11 +64,11 @@ def _rv_newer(new: dict, old: dict | None) -> bool:
 class Informer:
     """One kind's objects, kept current by list + watch; ``keep(obj)``: the part of each object to store."""
 
-    def __init__(self, kube, kind: str, label_selector: str | None = None, on_change: Callable | None = None,
-                 keep: Callable | None = None):
+    def __init__(self, kube: Kube, kind: str, label_selector: str | None = None,
+                 on_change: Callable[[str, str | None], None] | None = None, keep: Keep | None = None):
         self.kube, self.kind, self.label_selector, self.on_change = kube, kind, label_selector, on_change
         self.keep = keep
-        self.store: dict[str, dict] = {}
+        self.store: dict[str, JsonObject] = {}
         self.resource_version: str | None = None
         self._lock = threading.Lock()
 
@@ -69,7 +83,7 @@ class Informer:
             self.resource_version = rv
         self._changed()
 
-    def apply(self, event: str, obj: dict) -> None:
+    def apply(self, event: str, obj: JsonObject) -> None:
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         changed = False
         with self._lock:
@@ -90,7 +104,7 @@ class Informer:
         if changed:
             self._changed(object_key(obj))
 
-    def put(self, obj: dict) -> dict:
+    def put(self, obj: JsonObject) -> JsonObject:
         """An object we wrote or read ourselves (newer than, or as new as, what the watch said); returns it as kept."""
         if self.keep is not None:
             obj = self.keep(obj)
@@ -106,15 +120,15 @@ class Informer:
         if gone:  # its DELETED event will find nothing left to change: the next pass must still see it went
             self._changed(key)
 
-    def get(self, key: str) -> dict | None:
+    def get(self, key: str) -> JsonObject | None:
         with self._lock:
             return self.store.get(key)
 
-    def snapshot(self) -> dict[str, dict]:
+    def snapshot(self) -> dict[str, JsonObject]:
         with self._lock:
             return dict(self.store)
 
-    def watch(self, timeout_seconds: int = 300, drop: Callable | None = None) -> int:
+    def watch(self, timeout_seconds: int = 300, drop: Callable[[str, JsonObject], bool] | None = None) -> int:
         """Apply watch events from the last resourceVersion; returns how many arrived.
 
         Raises :class:`Gone` (the caller lists again) and the other KubeErrors.
@@ -143,20 +157,33 @@ class Outcome:
 
     wrote: int = 0
     conflicts: int = 0
-    errors: list = field(default_factory=list)  # (kind, message, temporary)
-    applied: list = field(default_factory=list)  # actions carried out (or, in dry-run, planned)
+    errors: list[Error] = field(default_factory=list)
+    applied: list[core.Action] = field(default_factory=list)  # actions carried out (or, in dry-run, planned)
 
 
 class Executor:
-    def __init__(self, kube, slurm, informer: Informer, metrics=None, dry_run: bool = False, nodes: Informer | None = None):
+    def __init__(self, kube: Kube, slurm: Slurm, informer: Informer, metrics: Metrics | None = None, dry_run: bool = False,
+                 nodes: Informer | None = None):
         self.kube, self.slurm, self.informer, self.metrics, self.dry_run = kube, slurm, informer, metrics, dry_run
         self.nodes = nodes
+        # One handler per kind of action: a new action is a class in core (or a strategy) and a line here.
+        self._handlers: dict[type[core.Action], Callable[[Any, Latest], None]] = {
+            core.WriteStatus: self._write_status,
+            core.AddFinalizer: self._add_finalizer,
+            core.RemoveFinalizer: self._remove_finalizer,
+            core.SetGres: self._set_gres,
+            placeholder.SubmitPlaceholder: self._submit_placeholder,
+            placeholder.CancelPlaceholder: self._cancel_placeholder,
+            core.DrainNode: self._drain_node,
+            core.ResumeNode: self._resume_node,
+            core.AnnotateNode: self._annotate_node,
+        }
 
-    def run(self, actions: list) -> Outcome:
+    def run(self, actions: list[core.Action]) -> Outcome:
         outcome = Outcome()
-        blocked: set = set()
-        latest: dict[str, dict] = {}  # GenericNode -> the object after our last write to it
-        pending: dict[str, list] = {}  # decisions waiting for their node's ledger write
+        blocked: set[str | None] = set()
+        latest: Latest = {}
+        pending: dict[str | None, list[core.Decision]] = {}  # decisions waiting for their node's ledger write
         for action in actions:
             node = action.node
             if isinstance(action, core.Decision):
@@ -194,89 +221,103 @@ class Executor:
                     self._record(decision, outcome)
         return outcome
 
-    def _record(self, decision, outcome: Outcome) -> None:
+    def _record(self, decision: core.Decision, outcome: Outcome) -> None:
         outcome.applied.append(decision)
         if self.metrics is not None:
             self.metrics.actions.labels(decision.kind).inc()
         log.info(decision.kind, extra={"fields": {
             "node": decision.node, "uid": decision.uid, "reason": decision.reason, "dry_run": self.dry_run}})
 
-    def _describe(self, action) -> dict:
-        fields = {"node": action.node, "action": action.kind, "dry_run": self.dry_run}
+    def _describe(self, action: core.Action) -> dict[str, object]:
+        fields: dict[str, object] = {"node": action.node, "action": action.kind, "dry_run": self.dry_run}
         for name in ("slurm_node", "gres", "reason", "kube_node", "key", "value", "resource_version", "job_name",
                      "job_id", "cpus", "memory_mb"):
             if hasattr(action, name):
                 fields[name] = getattr(action, name)
         return fields
 
-    def _apply(self, action, latest: dict) -> None:
+    def _apply(self, action: core.Action, latest: Latest) -> None:
         log.info("would " + action.kind if self.dry_run else action.kind, extra={"fields": self._describe(action)})
         if self.dry_run:
             return
-        if isinstance(action, core.WriteStatus):
-            body = self._object(action.node, latest, action.resource_version)
-            body["status"] = action.status
-            result = self.kube.replace_status(body)
-            if isinstance(result, dict) and result.get("status") == action.status:
-                # The server kept the status as sent: the cache shares the action's (which the pass
-                # holds until it ends) instead of a copy of it; a first start writes every ledger.
-                result = dict(result, status=action.status)
-            self._wrote(result, latest)
-        elif isinstance(action, (core.AddFinalizer, core.RemoveFinalizer)):
-            body = self._object(action.node, latest, action.resource_version)
-            finalizers = [f for f in body["metadata"].get("finalizers") or [] if f != names.FINALIZER]
-            if isinstance(action, core.AddFinalizer):
-                finalizers.append(names.FINALIZER)
-            body["metadata"]["finalizers"] = finalizers
-            body.pop("status", None)
-            self._wrote(self.kube.replace_object(body), latest)
-        elif isinstance(action, core.SetGres):
-            try:
-                self.slurm.set_node_gres(action.slurm_node, action.gres)
-            except SlurmRefused as err:
-                if not action.fallback:
-                    raise
-                log.warning("Slurm refused the count, setting the fallback", extra={"fields": {
-                    "slurm_node": action.slurm_node, "gres": action.gres, "fallback": action.fallback, "error": str(err)}})
-                self.slurm.set_node_gres(action.slurm_node, action.fallback)
-        elif isinstance(action, placeholder.SubmitPlaceholder):
-            job_id = self.slurm.submit_placeholder(action.job_name, action.slurm_node, action.cpus, action.memory_mb)
-            log.info("placeholder job submitted", extra={"fields": {"node": action.node, "job_id": job_id,
-                                                                     "job_name": action.job_name}})
-        elif isinstance(action, placeholder.CancelPlaceholder):
-            self.slurm.cancel_job(action.job_id)
-        elif isinstance(action, core.DrainNode):
-            self.slurm.drain_node(action.slurm_node, action.reason)
-        elif isinstance(action, core.ResumeNode):
-            self.slurm.resume_node(action.slurm_node)
-        elif isinstance(action, core.AnnotateNode):
-            result = self.kube.annotate_node(action.kube_node, action.key, action.value)
-            if self.nodes is not None and isinstance(result, dict):
-                self.nodes.put(result)
-        else:
+        handler = self._handlers.get(type(action))
+        if handler is None:
             raise TypeError("no executor for %r" % (action,))
+        handler(action, latest)
 
-    def _object(self, name: str, latest: dict, resource_version: str) -> dict:
-        source = latest.get(name) or self.informer.get(name)
+    def _write_status(self, action: core.WriteStatus, latest: Latest) -> None:
+        source, resource_version = self._source(action.node, latest, action.resource_version)
+        result = self.kube.write_ledger(source, action.status, resource_version)
+        if isinstance(result, dict) and result.get("status") == action.status:
+            # The server kept the status as sent: the cache shares the action's (which the pass
+            # holds until it ends) instead of a copy of it; a first start writes every ledger.
+            result = dict(result, status=action.status)
+        self._wrote(result, latest)
+
+    def _add_finalizer(self, action: core.AddFinalizer, latest: Latest) -> None:
+        source, resource_version = self._source(action.node, latest, action.resource_version)
+        self._wrote(self.kube.set_finalizer(source, True, resource_version), latest)
+
+    def _remove_finalizer(self, action: core.RemoveFinalizer, latest: Latest) -> None:
+        source, resource_version = self._source(action.node, latest, action.resource_version)
+        self._wrote(self.kube.set_finalizer(source, False, resource_version), latest)
+
+    def _set_gres(self, action: core.SetGres, _latest: Latest) -> None:
+        try:
+            self.slurm.set_node_gres(action.slurm_node, action.gres)
+        except SlurmRefused as err:
+            if not action.fallback:
+                raise
+            log.warning("Slurm refused the count, setting the fallback", extra={"fields": {
+                "slurm_node": action.slurm_node, "gres": action.gres, "fallback": action.fallback, "error": str(err)}})
+            self.slurm.set_node_gres(action.slurm_node, action.fallback)
+
+    def _submit_placeholder(self, action: placeholder.SubmitPlaceholder, _latest: Latest) -> None:
+        job_id = self.slurm.submit_placeholder(action.job_name, action.slurm_node, action.cpus, action.memory_mb)
+        log.info("placeholder job submitted", extra={"fields": {"node": action.node, "job_id": job_id,
+                                                                 "job_name": action.job_name}})
+
+    def _cancel_placeholder(self, action: placeholder.CancelPlaceholder, _latest: Latest) -> None:
+        self.slurm.cancel_job(action.job_id)
+
+    def _drain_node(self, action: core.DrainNode, _latest: Latest) -> None:
+        self.slurm.drain_node(action.slurm_node, action.reason)
+
+    def _resume_node(self, action: core.ResumeNode, _latest: Latest) -> None:
+        self.slurm.resume_node(action.slurm_node)
+
+    def _annotate_node(self, action: core.AnnotateNode, _latest: Latest) -> None:
+        result = self.kube.annotate_node(action.kube_node, action.key, action.value)
+        if self.nodes is not None and isinstance(result, dict):
+            self.nodes.put(result)
+
+    def _source(self, name: str | None, latest: Latest, resource_version: str) -> tuple[JsonObject, str | None]:
+        """The GenericNode a write starts from, and the resourceVersion it must still be at.
+
+        After our own write in this round, that write's answer and its version
+        (the action's was read before it); otherwise the cached object at the
+        version the decision read.
+        """
+        if name is None:
+            raise TypeError("a GenericNode write without its GenericNode")
+        if name in latest:
+            return latest[name], None
+        source = self.informer.get(name)
         if source is None:
             raise Conflict("GenericNode %s is no longer cached" % name, 409)
-        body = {k: v for k, v in source.items() if k != "status"}
-        body["metadata"] = dict(source.get("metadata") or {})
-        if name not in latest:
-            body["metadata"]["resourceVersion"] = resource_version
-        body.setdefault("apiVersion", names.API_VERSION)
-        body.setdefault("kind", names.KIND)
-        return body
+        return source, resource_version
 
-    def _wrote(self, result: dict, latest: dict) -> None:
-        name = (result.get("metadata") or {}).get("name")
+    def _wrote(self, result: JsonObject, latest: Latest) -> None:
+        name = str((result.get("metadata") or {}).get("name"))
         if (result.get("metadata") or {}).get("deletionTimestamp") and not result["metadata"].get("finalizers"):
             latest[name] = result
             self.informer.forget(name)
         else:
             latest[name] = self.informer.put(result)  # the cached form: one copy for both
 
-    def _reread(self, name: str, outcome: Outcome) -> None:
+    def _reread(self, name: str | None, outcome: Outcome) -> None:
+        if name is None:
+            return
         try:
             fresh = self.kube.get_object(GENERICNODES, name)
         except KubeError as err:
@@ -296,11 +337,11 @@ _UNIQUE = frozenset(("uid", "resourceVersion", "creationTimestamp"))
 _SCALARS = (str, int, float, bool, type(None))
 _SHARED_ITEMS = 8  # dicts and lists up to this size are shared between the objects that hold equal ones
 _SHARED_LIMIT = 4096  # shared containers remembered, the least recently met forgotten first
-_shared: OrderedDict = OrderedDict()
+_shared: OrderedDict[tuple[object, ...], Any] = OrderedDict()
 _shared_lock = threading.Lock()
 
 
-def compact(value):
+def compact(value: _J) -> _J:
     """``value`` (JSON-like) as the caches hold it: strings interned, equal small dicts and lists shared.
 
     Ten thousand GenericNodes repeat the same keys, labels, types, states,
@@ -312,14 +353,18 @@ def compact(value):
     whose parts were all compact already is kept as it is, so a status the
     copilot wrote is shared with the action that wrote it, not copied.
     """
+    return cast(_J, _compact(value))
+
+
+def _compact(value: Any) -> Any:
     if type(value) is str:
         return sys.intern(value)
     if type(value) is dict:
-        items = [(sys.intern(k) if type(k) is str else k, v if k in _UNIQUE else compact(v)) for k, v in value.items()]
+        items = [(sys.intern(k) if type(k) is str else k, v if k in _UNIQUE else _compact(v)) for k, v in value.items()]
         if not all(k is old_k and v is old_v for (k, v), (old_k, old_v) in zip(items, value.items(), strict=True)):
             value = dict(items)
     elif type(value) is list:
-        items = [(None, compact(v)) for v in value]
+        items = [(None, _compact(v)) for v in value]
         if not all(v is old for (_k, v), old in zip(items, value, strict=True)):
             value = [v for _k, v in items]
     else:
@@ -339,11 +384,11 @@ def compact(value):
     return value
 
 
-def _compact_status(action):
+def _compact_status(action: core.Action) -> core.Action:
     return dataclasses.replace(action, status=compact(action.status)) if isinstance(action, core.WriteStatus) else action
 
 
-def generic_node_fields(obj: dict) -> dict:
+def generic_node_fields(obj: JsonObject) -> JsonObject:
     """A GenericNode as cached: all of it but ``metadata.managedFields``, compacted.
 
     The writes build their bodies from the cache: a PUT without managedFields
@@ -356,7 +401,7 @@ def generic_node_fields(obj: dict) -> dict:
     return compact(obj)
 
 
-def pod_fields(obj: dict) -> dict:
+def pod_fields(obj: JsonObject) -> JsonObject:
     """What pod_view reads of a pod: a cluster holds many large pods, of which the copilot reads five fields."""
     meta, status = obj.get("metadata") or {}, obj.get("status") or {}
     kept = {"metadata": {key: meta[key] for key in ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
@@ -366,7 +411,7 @@ def pod_fields(obj: dict) -> dict:
     return compact(kept)
 
 
-def node_fields(obj: dict) -> dict:
+def node_fields(obj: JsonObject) -> JsonObject:
     """What node_view reads of a Node (a real one also carries its images, conditions, addresses, ...)."""
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
     kept = {"metadata": {key: meta[key] for key in ("name", "resourceVersion", "annotations") if key in meta}}
@@ -375,14 +420,14 @@ def node_fields(obj: dict) -> dict:
     return compact(kept)
 
 
-def pod_view(obj: dict) -> core.Pod:
+def pod_view(obj: JsonObject) -> core.Pod:
     meta, status = obj.get("metadata") or {}, obj.get("status") or {}
     return core.Pod(namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
                     uid=str(meta.get("uid") or ""), phase=str(status.get("phase") or "Pending"),
                     terminating=bool(meta.get("deletionTimestamp")))
 
 
-def node_view(obj: dict) -> core.KubeNode:
+def node_view(obj: JsonObject) -> core.KubeNode:
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
     return core.KubeNode(name=str(meta.get("name") or ""), unschedulable=bool(spec.get("unschedulable")),
                          annotations=dict(meta.get("annotations") or {}))
@@ -391,8 +436,8 @@ def node_view(obj: dict) -> core.KubeNode:
 @dataclass
 class PassResult:
     rounds: int = 0
-    actions: list = field(default_factory=list)
-    errors: list = field(default_factory=list)
+    actions: list[core.Action] = field(default_factory=list)
+    errors: list[Error] = field(default_factory=list)
     conflicts: int = 0
 
     @property
@@ -409,14 +454,14 @@ class Changes:
     the poller saw change.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self.everything = True
-        self.generic_nodes: set = set()
-        self.slurm_nodes: set = set()
-        self._pod_users: dict[str, set] = {}  # "namespace/name" -> GenericNodes whose decisions read the pod
+        self.generic_nodes: set[str] = set()
+        self.slurm_nodes: set[str] = set()
+        self._pod_users: dict[str, set[str]] = {}  # "namespace/name" -> GenericNodes whose decisions read the pod
 
-    def note(self, generic_nodes=(), slurm_nodes=(), everything: bool = False) -> None:
+    def note(self, generic_nodes: Collection[str] = (), slurm_nodes: Collection[str] = (), everything: bool = False) -> None:
         with self._lock:
             self.everything = self.everything or everything
             self.generic_nodes.update(generic_nodes)
@@ -430,16 +475,16 @@ class Changes:
                 self.generic_nodes.update(users)
             return bool(users)
 
-    def take(self) -> tuple[bool, set, set]:
+    def take(self) -> tuple[bool, set[str], set[str]]:
         with self._lock:
             taken = (self.everything, self.generic_nodes, self.slurm_nodes)
             self.everything, self.generic_nodes, self.slurm_nodes = False, set(), set()
         return taken
 
-    def set_pods_read(self, reads: dict, everything: bool = False) -> None:
+    def set_pods_read(self, reads: dict[str, set[str]], everything: bool = False) -> None:
         """``reads``: GenericNode -> "namespace/name" of the pods its decisions read (replacing what it read)."""
         with self._lock:
-            users = {} if everything else self._pod_users
+            users: dict[str, set[str]] = {} if everything else self._pod_users
             for readers in users.values():
                 readers.difference_update(reads)
             for generic_node, pods in reads.items():
@@ -452,8 +497,8 @@ class Changes:
 class Scope:
     """What an event pass looks at: GenericNodes by name (those gone included), and the Slurm nodes it reads."""
 
-    generic_nodes: set
-    slurm_nodes: set
+    generic_nodes: set[str]
+    slurm_nodes: set[str]
 
 
 # A GET of one Slurm node costs about what a hundred nodes' share of GET /nodes does
@@ -474,9 +519,9 @@ class Copilot:
     GenericNode shares nothing, as in a full pass.
     """
 
-    def __init__(self, kube, slurm, settings: core.Settings, cluster_name: str, cluster_namespace: str | None = None,
-                 metrics=None, dry_run: bool = False, clock: Callable = time.time, max_rounds: int = 6,
-                 on_change: Callable | None = None):
+    def __init__(self, kube: Kube, slurm: Slurm, settings: core.Settings, cluster_name: str,
+                 cluster_namespace: str | None = None, metrics: Metrics | None = None, dry_run: bool = False,
+                 clock: Callable[[], float] = time.time, max_rounds: int = 6, on_change: Callable[[str], None] | None = None):
         selector = "%s=%s" % (names.LABEL_CLUSTER_NAME, cluster_name)
         if cluster_namespace:
             selector += ",%s=%s" % (names.LABEL_CLUSTER_NAMESPACE, cluster_namespace)
@@ -485,8 +530,8 @@ class Copilot:
         self.wake = on_change
         self.changes = Changes()
         self._alias_of: dict[str, str] = {}  # GenericNode of type Slurm -> the Slurm node it shares
-        self._sharers: dict[str, tuple] = {}  # Slurm node -> the GenericNodes sharing it (mostly one: a tuple, not a set)
-        self._reserving: set = set()  # GenericNodes with Reserved admissions: every pass looks at them
+        self._sharers: dict[str, tuple[str, ...]] = {}  # Slurm node -> the GenericNodes sharing it (mostly one: a tuple, not a set)
+        self._reserving: set[str] = set()  # GenericNodes with Reserved admissions: every pass looks at them
         self.generic_nodes = Informer(kube, GENERICNODES, selector, self._changed, generic_node_fields)
         self.pods = Informer(kube, PODS, None, self._changed, pod_fields)
         self.nodes = Informer(kube, NODES, None, self._changed, node_fields)
@@ -507,7 +552,7 @@ class Copilot:
         if self.wake is not None:
             self.wake(kind)
 
-    def _slurm_changed(self, slurm_nodes) -> None:
+    def _slurm_changed(self, slurm_nodes: set[str]) -> None:
         self.changes.note(slurm_nodes=slurm_nodes)
         if self.wake is not None:
             self.wake("slurm")
@@ -516,7 +561,7 @@ class Copilot:
         for informer in self.informers:
             informer.relist()
 
-    def pump(self, drop: Callable | None = None) -> None:
+    def pump(self, drop: Callable[[str, JsonObject], bool] | None = None) -> None:
         """Apply what the watches have (the fake's watches do not block); 410 -> list again."""
         for informer in self.informers:
             try:
@@ -524,7 +569,8 @@ class Copilot:
             except Gone:
                 informer.relist()
 
-    def observe(self, slurm_nodes, slurm_jobs=(), scope: Scope | None = None) -> core.Observed:
+    def observe(self, slurm_nodes: dict[str, core.SlurmNode] | None, slurm_jobs: tuple[placeholder.PlaceholderJob, ...] | None = (),
+                scope: Scope | None = None) -> core.Observed:
         """What ``core.reconcile`` decides from: every GenericNode, or those of ``scope``."""
         if scope is None:
             generic_nodes = self.generic_nodes.snapshot()
@@ -554,47 +600,15 @@ class Copilot:
         """One pass; ``full`` lists everything first. Raises PermanentError for what retrying cannot fix."""
         started = time.monotonic()
         result = PassResult()
-        scope = taken = None
+        scope: Scope | None = None
+        taken = None
         try:
             if full or not all(i.synced for i in self.informers):
                 self.relist()
             taken = self.changes.take()
-            everything, changed_generic_nodes, changed_slurm_nodes = taken
-            if full or everything:
-                self._index_all()
-            else:
-                scope = self._scope(changed_generic_nodes, changed_slurm_nodes)
-                if not scope.generic_nodes and not scope.slurm_nodes:
-                    return result
-            for _ in range(self.max_rounds):
-                result.rounds += 1
-                try:
-                    slurm_nodes = self._read_slurm(scope)
-                except SlurmError as err:
-                    slurm_nodes = None
-                    result.errors.append(("slurm", str(err), err.temporary))
-                    if self.metrics is not None:
-                        self.metrics.errors.labels(type(err).__name__).inc()
-                    log.warning("cannot read Slurm: deciding nothing that depends on it",
-                                extra={"fields": {"error": str(err)}})
-                slurm_jobs = self._placeholder_jobs(result) if slurm_nodes is not None else None
-                if scope is not None and slurm_jobs:
-                    slurm_jobs = self._jobs_in_scope(slurm_jobs, scope)
-                # Nothing keeps the observed snapshot while the actions run: each write replaces
-                # its GenericNode in the cache, and the object it replaced can go at once. The
-                # statuses to write are compacted as the cache holds them: a written one is then
-                # shared by the action and the cache (a first start writes every ledger).
-                actions = core.reconcile(self.observe(slurm_nodes, slurm_jobs, scope))
-                for index in range(len(actions)):  # in place: each decided status goes once compacted
-                    actions[index] = _compact_status(actions[index])
-                outcome = self.executor.run(actions)
-                del actions  # what was applied is in the outcome; the next round's decisions need room
-                result.actions.extend(outcome.applied)
-                result.errors.extend(outcome.errors)
-                result.conflicts += outcome.conflicts
-                if self.dry_run or slurm_nodes is None or slurm_jobs is None or outcome.errors or \
-                        not (outcome.wrote or outcome.conflicts):
-                    break
+            scope = self._scope_of(full, *taken)
+            if scope is None or scope.generic_nodes or scope.slurm_nodes:
+                self._rounds(scope, result)
         except PermanentError:
             self._count_error("PermanentError")
             raise
@@ -603,20 +617,73 @@ class Copilot:
             self._count_error(type(err).__name__)
         finally:
             if result.errors and taken is not None:  # look again at what this pass could not settle
-                if scope is None:
-                    self.changes.note(everything=True)
-                else:
-                    self.changes.note(scope.generic_nodes, scope.slurm_nodes)
+                self._note_again(scope)
             self._note_reservations(scope)
-            if self.metrics is not None:
-                self.metrics.reconciles.labels("full" if full else "event").inc()
-                self.metrics.latency.observe(time.monotonic() - started)
-                if not result.errors:
-                    self.metrics.last_success.set(time.time())
+            self._count_pass(full, result, time.monotonic() - started)
         return result
 
+    def _scope_of(self, full: bool, everything: bool, changed_generic_nodes: set[str], changed_slurm_nodes: set[str]) -> Scope | None:
+        """What this pass looks at: everything (``None``), or the scope of what changed."""
+        if full or everything:
+            self._index_all()
+            return None
+        return self._scope(changed_generic_nodes, changed_slurm_nodes)
+
+    def _rounds(self, scope: Scope | None, result: PassResult) -> None:
+        """Decide and act until nothing changes (a reservation needs two rounds), at most ``max_rounds``."""
+        for _ in range(self.max_rounds):
+            result.rounds += 1
+            if not self._round(scope, result):
+                break
+
+    def _round(self, scope: Scope | None, result: PassResult) -> bool:
+        """Observe, decide, act once; whether another round may find more to do."""
+        slurm_nodes = self._read_slurm_or_none(scope, result)
+        slurm_jobs = self._placeholder_jobs(result) if slurm_nodes is not None else None
+        if scope is not None and slurm_jobs:
+            slurm_jobs = self._jobs_in_scope(slurm_jobs, scope)
+        # Nothing keeps the observed snapshot while the actions run: each write replaces
+        # its GenericNode in the cache, and the object it replaced can go at once. The
+        # statuses to write are compacted as the cache holds them: a written one is then
+        # shared by the action and the cache (a first start writes every ledger).
+        actions = core.reconcile(self.observe(slurm_nodes, slurm_jobs, scope))
+        for index in range(len(actions)):  # in place: each decided status goes once compacted
+            actions[index] = _compact_status(actions[index])
+        outcome = self.executor.run(actions)
+        del actions  # what was applied is in the outcome
+        result.actions.extend(outcome.applied)
+        result.errors.extend(outcome.errors)
+        result.conflicts += outcome.conflicts
+        settled = self.dry_run or slurm_nodes is None or slurm_jobs is None or bool(outcome.errors) or \
+            not (outcome.wrote or outcome.conflicts)
+        return not settled
+
+    def _read_slurm_or_none(self, scope: Scope | None, result: PassResult) -> dict[str, core.SlurmNode] | None:
+        """Fresh Slurm nodes, or ``None`` (the error noted) when Slurm cannot be read."""
+        try:
+            return self._read_slurm(scope)
+        except SlurmError as err:
+            result.errors.append(("slurm", str(err), err.temporary))
+            if self.metrics is not None:
+                self.metrics.errors.labels(type(err).__name__).inc()
+            log.warning("cannot read Slurm: deciding nothing that depends on it", extra={"fields": {"error": str(err)}})
+            return None
+
+    def _note_again(self, scope: Scope | None) -> None:
+        if scope is None:
+            self.changes.note(everything=True)
+        else:
+            self.changes.note(scope.generic_nodes, scope.slurm_nodes)
+
+    def _count_pass(self, full: bool, result: PassResult, seconds: float) -> None:
+        if self.metrics is not None:
+            self.metrics.reconciles.labels("full" if full else "event").inc()
+            self.metrics.latency.observe(seconds)
+            if not result.errors:
+                self.metrics.last_success.set(time.time())
+
     # -- what an event pass looks at ---------------------------------------------------------
-    def _index(self, name: str, obj: dict | None) -> str | None:
+    def _index(self, name: str, obj: JsonObject | None) -> str | None:
         """Note the Slurm node a GenericNode shares now; returns the one it shared before if that changed."""
         alias = core.alias_of(obj) if obj is not None and core.is_slurm_node(obj) else None
         before = self._alias_of.get(name)
@@ -639,9 +706,9 @@ class Copilot:
         for name, obj in self.generic_nodes.snapshot().items():
             self._index(name, obj)
 
-    def _scope(self, changed_generic_nodes: set, changed_slurm_nodes: set) -> Scope:
+    def _scope(self, changed_generic_nodes: set[str], changed_slurm_nodes: set[str]) -> Scope:
         generic_nodes = set(changed_generic_nodes) | self._reserving
-        left = set()  # Slurm nodes a GenericNode stopped sharing
+        left: set[str] = set()  # Slurm nodes a GenericNode stopped sharing
         for name in generic_nodes:
             before = self._index(name, self.generic_nodes.get(name))
             if before is not None:
@@ -657,7 +724,7 @@ class Copilot:
         slurm_nodes |= {slurm_node for slurm_node in touched if slurm_node not in self._sharers}
         return Scope(generic_nodes, slurm_nodes)
 
-    def _read_slurm(self, scope: Scope | None) -> dict:
+    def _read_slurm(self, scope: Scope | None) -> dict[str, core.SlurmNode]:
         """Fresh Slurm nodes: all of them, or the scope's (only theirs reach the decisions)."""
         if scope is None:
             # This pass decides on what the poll shows: a wake-up for it would only repeat the pass.
@@ -667,16 +734,17 @@ class Copilot:
         every = self.poller.poll(handled=scope.slurm_nodes)  # changes elsewhere wait for the next pass
         return {name: every[name] for name in scope.slurm_nodes if name in every}
 
-    def _jobs_in_scope(self, jobs: tuple, scope: Scope) -> tuple:
+    def _jobs_in_scope(self, jobs: tuple[placeholder.PlaceholderJob, ...], scope: Scope) -> tuple[placeholder.PlaceholderJob, ...]:
         """The scope's GenericNodes' placeholder jobs, and those of GenericNodes that share nothing now."""
         return tuple(job for job in jobs if job.owner is not None
                      and (job.owner[0] in scope.generic_nodes or job.owner[0] not in self._alias_of))
 
     def _note_reservations(self, scope: Scope | None) -> None:
         """Remember which GenericNodes wait for Slurm: a grant or a timeout may come on any pass."""
+        objects: dict[str, JsonObject | None]
         if scope is None:
             self._reserving = set()
-            objects = self.generic_nodes.snapshot()
+            objects = dict(self.generic_nodes.snapshot())
         else:
             objects = {name: self.generic_nodes.get(name) for name in scope.generic_nodes}
         for name, obj in objects.items():
@@ -687,7 +755,7 @@ class Copilot:
             else:
                 self._reserving.discard(name)
 
-    def _placeholder_jobs(self, result: PassResult) -> tuple | None:
+    def _placeholder_jobs(self, result: PassResult) -> tuple[placeholder.PlaceholderJob, ...] | None:
         """The placeholder jobs, when some node uses them (``None``: Slurm could not list them)."""
         if not self.settings.uses_placeholders:
             return ()
@@ -704,7 +772,7 @@ class Copilot:
         if self.metrics is not None:
             self.metrics.errors.labels(kind).inc()
 
-    def ledger_rows(self):
+    def ledger_rows(self) -> Iterator[LedgerRow]:
         """Per GenericNode sharing a Slurm node, from the cache: what /metrics shows of its ledger (computed per scrape).
 
         Rows of (name, {(allocation type, resource): cores or bytes}, {admission state: count}, overcommitted).
@@ -714,21 +782,21 @@ class Copilot:
                 continue
             status = obj.get("status")
             status = status if isinstance(status, dict) else {}
-            allocations = {}
+            allocations: dict[tuple[str, str], float] = {}
             for item in status.get(names.STATUS_ALLOCATED) or []:
                 if not isinstance(item, dict) or not isinstance(item.get("allocated"), dict):
                     continue
                 allocated = item["allocated"]
                 try:
-                    allocations[(item.get("type"), "cpu")] = cpu_millis(allocated.get("cpu", 0)) / 1000
-                    allocations[(item.get("type"), "memory")] = memory_bytes(allocated.get("memory", 0))
+                    allocations[(str(item.get("type")), "cpu")] = cpu_millis(allocated.get("cpu", 0)) / 1000
+                    allocations[(str(item.get("type")), "memory")] = memory_bytes(allocated.get("memory", 0))
                 except ValueError:
                     continue
-            states: dict = {}
+            states: dict[str, int] = {}
             ledger = status.get(names.STATUS_ADMISSIONS)
             for entry in ledger.values() if isinstance(ledger, dict) else ():
                 if isinstance(entry, dict):
-                    states[entry.get("state")] = states.get(entry.get("state"), 0) + 1
+                    states[str(entry.get("state"))] = states.get(str(entry.get("state")), 0) + 1
             over = any(c.get("type") == names.CONDITION_OVERCOMMITTED and c.get("status") == "True"
                        for c in status.get(names.STATUS_CONDITIONS) or [] if isinstance(c, dict))
             yield name, allocations, states, over
@@ -740,7 +808,7 @@ class Copilot:
 class Runner:
     """Threads that watch and poll, and the working loop they wake."""
 
-    def __init__(self, copilot: Copilot, notifier, resync_interval: float = 60.0, poll_interval: float = 5.0,
+    def __init__(self, copilot: Copilot, notifier: Notifier, resync_interval: float = 60.0, poll_interval: float = 5.0,
                  watch_timeout: int = 300, debounce: float = 0.02, max_backoff: float = 60.0):
         self.copilot, self.notifier = copilot, notifier
         self.resync_interval, self.poll_interval, self.watch_timeout = resync_interval, poll_interval, watch_timeout
@@ -749,11 +817,11 @@ class Runner:
         self.wake = threading.Event()
         self.threads: list[threading.Thread] = []
 
-    def request_stop(self, *_args) -> None:
+    def request_stop(self, *_args: object) -> None:
         self.stop.set()
         self.wake.set()
 
-    def changed(self, _what=None) -> None:
+    def changed(self, _what: str | None = None) -> None:
         self.wake.set()
 
     def _watch_loop(self, informer: Informer) -> None:
@@ -781,7 +849,7 @@ class Runner:
             if failures:
                 self.stop.wait(min(self.max_backoff, 2 ** min(failures, 6)))
 
-    def _start(self, name: str, target, *args) -> None:
+    def _start(self, name: str, target: Callable[..., object], *args: object) -> None:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)
         thread.start()
         self.threads.append(thread)

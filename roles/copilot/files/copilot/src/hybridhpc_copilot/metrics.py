@@ -13,10 +13,13 @@ gone from the next scrape.
 
 from __future__ import annotations
 
+import abc
 import bisect
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import ModuleType
+from typing import Any, Protocol
 
 from . import names
 
@@ -24,14 +27,33 @@ P = names.METRICS_PREFIX
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
+# -- what the copilot calls on its metrics (prometheus_client's and the built-in ones alike) --
+
+
+class Increments(Protocol):
+    def inc(self, amount: float = 1.0) -> None: ...
+
+
+class Counts(Increments, Protocol):
+    def labels(self, *values: str) -> Increments: ...
+
+
+class Sets(Protocol):
+    def set(self, value: float) -> None: ...
+
+
+class Observes(Protocol):
+    def observe(self, value: float) -> None: ...
+
+
 # -- the built-in fallback ------------------------------------------------------------
 
 
-def _escape(value: str) -> str:
+def _escape(value: object) -> str:
     return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def _labels(names_, values, extra=()) -> str:
+def _labels(names_: Sequence[str], values: Sequence[object], extra: Iterable[tuple[str, str]] = ()) -> str:
     pairs = list(zip(names_, values, strict=True)) + list(extra)
     return "{%s}" % ",".join('%s="%s"' % (k, _escape(v)) for k, v in pairs) if pairs else ""
 
@@ -42,17 +64,17 @@ def _number(value: float) -> str:
     return repr(float(value))
 
 
-class _Metric:
+class _Metric(abc.ABC):
     kind = "untyped"
 
-    def __init__(self, name, documentation, labelnames=(), registry=None):
+    def __init__(self, name: str, documentation: str, labelnames: Iterable[str] = (), registry: list[_Metric] | None = None):
         self.name, self.documentation, self.labelnames = name, documentation, tuple(labelnames)
-        self._children: dict = {}
+        self._children: dict[tuple[str, ...], Any] = {}  # label values -> what the kind of metric holds for them
         self._lock = threading.Lock()
         if registry is not None:
             registry.append(self)
 
-    def labels(self, *values, **kwargs):
+    def labels(self, *values: object, **kwargs: object) -> Any:
         if kwargs:
             values = tuple(kwargs[n] for n in self.labelnames)
         key = tuple(str(v) for v in values)
@@ -61,20 +83,24 @@ class _Metric:
                 self._children[key] = self._child()
             return self._children[key]
 
-    def remove(self, *values):
+    def remove(self, *values: object) -> None:
         with self._lock:
             self._children.pop(tuple(str(v) for v in values), None)
 
-    def _default(self):
+    @abc.abstractmethod
+    def _child(self) -> _Value | _Buckets:
+        """What one set of label values holds."""
+
+    def _default(self) -> Any:
         return self.labels()
 
-    def inc(self, amount=1.0):
+    def inc(self, amount: float = 1.0) -> None:
         self._default().inc(amount)
 
-    def set(self, value):
+    def set(self, value: float) -> None:
         self._default().set(value)
 
-    def observe(self, value):
+    def observe(self, value: float) -> None:
         self._default().observe(value)
 
     def expose(self) -> list[str]:
@@ -87,30 +113,31 @@ class _Metric:
 
 
 class _Value:
-    def __init__(self):
+    def __init__(self) -> None:
         self.value = 0.0
 
-    def inc(self, amount=1.0):
+    def inc(self, amount: float = 1.0) -> None:
         self.value += amount
 
-    def set(self, value):
+    def set(self, value: float) -> None:
         self.value = float(value)
 
-    def samples(self, metric, values):
+    def samples(self, metric: _Metric, values: Sequence[str]) -> list[str]:
         suffix = "_total" if metric.kind == "counter" else ""
         return ["%s%s%s %s" % (metric.name, suffix, _labels(metric.labelnames, values), _number(self.value))]
 
 
 class _Buckets:
-    def __init__(self, buckets):
+    def __init__(self, buckets: Sequence[float]) -> None:
         self.bounds, self.counts, self.sum = list(buckets), [0] * (len(buckets) + 1), 0.0
 
-    def observe(self, value):
+    def observe(self, value: float) -> None:
         self.counts[bisect.bisect_left(self.bounds, value)] += 1
         self.sum += value
 
-    def samples(self, metric, values):
-        out, running = [], 0
+    def samples(self, metric: _Metric, values: Sequence[str]) -> list[str]:
+        out: list[str] = []
+        running = 0
         for bound, count in zip(self.bounds + [float("inf")], self.counts, strict=True):
             running += count
             le = _labels(metric.labelnames, values, [("le", _number(bound))])
@@ -124,47 +151,51 @@ class _Buckets:
 class TinyCounter(_Metric):
     kind = "counter"
 
-    def _child(self):
+    def _child(self) -> _Value:
         return _Value()
 
 
 class TinyGauge(_Metric):
     kind = "gauge"
 
-    def _child(self):
+    def _child(self) -> _Value:
         return _Value()
 
 
 class TinyHistogram(_Metric):
     kind = "histogram"
 
-    def __init__(self, name, documentation, labelnames=(), registry=None, buckets=BUCKETS):
+    def __init__(self, name: str, documentation: str, labelnames: Iterable[str] = (), registry: list[_Metric] | None = None,
+                 buckets: Iterable[float] = BUCKETS):
         self.buckets = tuple(buckets)
         super().__init__(name, documentation, labelnames, registry)
 
-    def _child(self):
+    def _child(self) -> _Buckets:
         return _Buckets(self.buckets)
 
 
 # -- the per-GenericNode gauges, computed at scrape time ----------------------------------
 
 # One row per GenericNode: (name, {(type, resource): value}, {state: count}, overcommitted).
-LedgerRow = tuple[str, dict, dict, bool]
+LedgerRow = tuple[str, dict[tuple[str, str], float], dict[str, int], bool]
+# A row as written: (name, ((type, resource, value), ...), (count per state in names.ADMISSION_STATES), overcommitted).
+WrittenRow = tuple[str, tuple[tuple[str, str, float], ...], tuple[float, ...], bool]
+Samples = Iterator[tuple[tuple[str, ...], float]]
 
 
-def _allocated(rows: list) -> Iterator[tuple[tuple, float]]:
+def _allocated(rows: list[WrittenRow]) -> Samples:
     for node, allocations, _admissions, _over in rows:
         for kind, resource, value in allocations:
             yield (node, kind, resource), value
 
 
-def _admissions(rows: list) -> Iterator[tuple[tuple, float]]:
+def _admissions(rows: list[WrittenRow]) -> Samples:
     for node, _allocations, admissions, _over in rows:
         for state, count in zip(names.ADMISSION_STATES, admissions, strict=True):
             yield (node, state), count
 
 
-def _overcommitted(rows: list) -> Iterator[tuple[tuple, float]]:
+def _overcommitted(rows: list[WrittenRow]) -> Samples:
     for node, _allocations, _admissions, over in rows:
         yield (node,), 1 if over else 0
 
@@ -190,7 +221,7 @@ class LedgerGauges:
     def __init__(self, source: Callable[[], Iterable[LedgerRow]] | None = None):
         self.source = source
 
-    def rows(self) -> list:
+    def rows(self) -> list[WrittenRow]:
         """The rows, in node order, as small tuples (the source's dicts go as each row is read)."""
         rows = [
             (
@@ -205,7 +236,7 @@ class LedgerGauges:
         return rows
 
     @staticmethod
-    def write(rows: list, write: Callable[[bytes], object], batch: int = 2000) -> None:
+    def write(rows: list[WrittenRow], write: Callable[[bytes], object], batch: int = 2000) -> None:
         for name, documentation, labelnames, samples in LEDGER_FAMILIES:
             lines = ["# HELP %s %s" % (name, documentation), "# TYPE %s gauge" % name]
             for values, value in samples(rows):
@@ -216,8 +247,8 @@ class LedgerGauges:
             write(("\n".join(lines) + "\n").encode("utf-8") if lines else b"")
 
 
-def tiny_exposition(registry: list) -> bytes:
-    lines = []
+def tiny_exposition(registry: list[_Metric]) -> bytes:
+    lines: list[str] = []
     for metric in registry:
         lines.extend(metric.expose())
     return ("\n".join(lines) + "\n").encode("utf-8")
@@ -230,7 +261,7 @@ class Metrics:
     """The copilot's metrics on one registry (prometheus_client's when ``use_prometheus_client``)."""
 
     def __init__(self, use_prometheus_client: bool | None = None):
-        prometheus = None
+        prometheus: ModuleType | None = None
         if use_prometheus_client is not False:
             try:
                 import prometheus_client as prometheus
@@ -238,6 +269,10 @@ class Metrics:
                 if use_prometheus_client:
                     raise
         self.prometheus = prometheus
+        counter: Callable[..., Counts]
+        gauge: Callable[..., Sets]
+        histogram: Callable[..., Observes]
+        self.registry: Any  # prometheus_client's CollectorRegistry, or the built-in metrics' list
         if prometheus is not None:
             self.registry = prometheus.CollectorRegistry(auto_describe=True)
             counter, gauge, histogram = prometheus.Counter, prometheus.Gauge, prometheus.Histogram
@@ -253,29 +288,29 @@ class Metrics:
         self.ledger = LedgerGauges()  # the copilot sets ledger.source; written after the registry's metrics
         self.ready = gauge(P + "ready", "1 once the first full sync succeeded.", **reg)
         self.last_success = gauge(P + "last_success_timestamp_seconds", "When a pass last ended without error.", **reg)
-        self._server = None
+        self._server: ThreadingHTTPServer | None = None
 
     def exposition(self) -> bytes:
         chunks: list[bytes] = []
         self.write_exposition(self.prepare(), chunks.append)
         return b"".join(chunks)
 
-    def prepare(self) -> tuple[bytes, list]:
+    def prepare(self) -> tuple[bytes, list[WrittenRow]]:
         """What a scrape writes: the registry's metrics (text) and the ledger rows (errors surface here)."""
         head = self.prometheus.generate_latest(self.registry) if self.prometheus is not None else tiny_exposition(self.registry)
         return head, self.ledger.rows()
 
-    def write_exposition(self, prepared: tuple[bytes, list], write: Callable[[bytes], object]) -> None:
+    def write_exposition(self, prepared: tuple[bytes, list[WrittenRow]], write: Callable[[bytes], object]) -> None:
         head, rows = prepared
         write(head)
         self.ledger.write(rows, write)
 
-    def serve(self, address: str, port: int):
+    def serve(self, address: str, port: int) -> ThreadingHTTPServer:
         """Serve ``/metrics`` in a thread; returns the server (``server_address`` has the port)."""
         metrics = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 - http.server's naming
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
                 if self.path.split("?")[0] not in ("/metrics", "/"):
                     self.send_error(404)
                     return
@@ -291,7 +326,7 @@ class Metrics:
                 self.end_headers()
                 metrics.write_exposition(prepared, self.wfile.write)
 
-            def log_message(self, *args):
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
                 pass
 
         server = ThreadingHTTPServer((address, port), Handler)

@@ -7,6 +7,8 @@ count-only GRES names and the drain-reason prefix that marks drains the
 copilot set (it never clears any other).
 """
 
+from typing import Final
+
 # -- the GenericNode custom resource ----------------------------------------
 GROUP = "kai.alibabacloud.com"
 VERSION = "v1alpha1"
@@ -23,10 +25,11 @@ NODE_TYPE_SLURM = "Slurm"
 SPEC_ALIAS = "alias"
 SPEC_TYPE = "type"
 SPEC_ADMISSIONS = "admissions"
-STATUS_ADMISSIONS = "admissions"
-STATUS_ALLOCATED = "allocatedResources"
-STATUS_SLURM = "slurm"
-STATUS_CONDITIONS = "conditions"
+# Final: literal types, so that they index the typed status (ledger.Status).
+STATUS_ADMISSIONS: Final = "admissions"
+STATUS_ALLOCATED: Final = "allocatedResources"
+STATUS_SLURM: Final = "slurm"
+STATUS_CONDITIONS: Final = "conditions"
 
 ALLOCATION_SLURM = "Slurm"
 ALLOCATION_KUBERNETES = "Kubernetes"
@@ -57,7 +60,7 @@ PLACEHOLDER_JOB_PREFIX = "copilot-placeholder/"
 # slurmctld refuses a slurmd registration when a GRES count differs from the one
 # slurmd last registered with while jobs hold that GRES (gres.c, _node_config_validate),
 # and marks the node INVALID_REG + DRAIN with this reason. A count the copilot changed
-# while jobs ran is such a difference; the copilot recovers from it (core.py).
+# while jobs ran is such a difference; the copilot recovers from it (core.drain_sync).
 REGISTRATION_REASON = r"gres/(%s|%s) count changed and jobs are using them \((\d+) != (\d+)\)" % (GRES_CPU, GRES_MEMORY)
 
 # -- where ACK keeps a cluster's slurmrestd token ---------------------------

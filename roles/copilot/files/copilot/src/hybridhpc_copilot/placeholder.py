@@ -19,63 +19,35 @@ admin's scancel, a node failure) is started again, and the GenericNode shows
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from . import names
-from .core import (
-    MIB,
+from .ledger import Ledger, LedgerEntry, SlurmStatus, entry_amounts, transition
+from .model import (
+    ACTIVE_STATES,
     Action,
     Capacity,
+    Decision,
     DenyAdmission,
     GrantAdmission,
     Observed,
+    PlaceholderJob,
     SlurmNode,
-    _transition,
-    entry_amounts,
+    job_name,
+    parse_job_name,
 )
-from .units import cpus_for, mib_for
+from .strategy import NodeFacts, Step
+from .units import MIB, cpus_for, mib_for
 
 STRATEGY = "placeholder"
 
-# Job states in which a job still holds, or will hold, its resources.
-ACTIVE_STATES = frozenset(("PENDING", "CONFIGURING", "RUNNING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT"))
+# The jobs themselves are observations (model), named here too: this is where readers look for them.
+__all__ = ["ACTIVE_STATES", "STRATEGY", "CancelPlaceholder", "PlaceholderJob", "PlaceholderStrategy", "SubmitPlaceholder",
+           "cancel_orphans", "job_name", "job_size", "parse_job_name"]
 
 
-@dataclass(frozen=True)
-class PlaceholderJob:
-    """One of the copilot's placeholder jobs, as Slurm lists it."""
-
-    job_id: int
-    name: str
-    state: str  # Slurm's base job state: PENDING, RUNNING, COMPLETED, CANCELLED, ...
-    node: str = ""  # the node it runs on (or is pinned to)
-    cpus: int = 0
-    memory_mb: int = 0
-    reason: str = ""  # why it is pending
-
-    @property
-    def active(self) -> bool:
-        return self.state in ACTIVE_STATES
-
-    @property
-    def owner(self) -> tuple[str, str] | None:
-        """``(GenericNode, admission uid)`` from the job's name."""
-        return parse_job_name(self.name)
-
-
-def job_name(generic_node: str, uid: str) -> str:
-    return "%s%s/%s" % (names.PLACEHOLDER_JOB_PREFIX, generic_node, uid)
-
-
-def parse_job_name(name: str) -> tuple[str, str] | None:
-    if not name.startswith(names.PLACEHOLDER_JOB_PREFIX):
-        return None
-    node, sep, uid = name[len(names.PLACEHOLDER_JOB_PREFIX) :].partition("/")
-    return (node, uid) if sep and node and uid else None
-
-
-def job_size(entry: Mapping) -> tuple[int, int]:
+def job_size(entry: LedgerEntry) -> tuple[int, int]:
     """CPUs and MiB a placeholder job needs for a ledger entry (a Slurm job needs at least 1 of each)."""
     cpu, mem = entry_amounts(entry)
     return max(1, cpus_for(cpu)), max(1, mib_for(mem))
@@ -97,37 +69,32 @@ class CancelPlaceholder(Action):
     reason: str
 
 
-class PlaceholderSide:
-    """What ``core.reconcile_node`` asks of a strategy, for placeholder nodes."""
+class PlaceholderStrategy:
+    """The :class:`strategy.Strategy` of nodes whose share Slurm jobs hold."""
 
     kind = STRATEGY
     reserving = "starting a Slurm placeholder job"
+    awaited = "placeholder job"
 
-    def __init__(self, name: str, alias: str, slurm: SlurmNode | None, duplicate: bool, observed: Observed):
-        self.name, self.alias, self.slurm = name, alias, slurm
-        self.jobs_known = observed.slurm_jobs is not None
-        self.active: dict[str, PlaceholderJob] = {}  # admission uid -> its newest active job
-        self.ended: dict[str, PlaceholderJob] = {}  # admission uid -> its newest ended job
-        for job in sorted(observed.slurm_jobs or (), key=lambda j: j.job_id):
-            owner = job.owner
-            if owner is not None and owner[0] == name:
-                (self.active if job.active else self.ended)[owner[1]] = job
+    def __init__(self, facts: NodeFacts, observed: Observed):
+        slurm = facts.slurm
+        self.name, self.alias, self.slurm = facts.name, facts.alias, slurm
+        self.reads_slurm = observed.slurm_jobs is not None
+        self.active, self.ended = _jobs_of(facts.name, observed.slurm_jobs or ())
         self.cap = None
-        if slurm is not None and not duplicate and slurm.cpus > 0 and slurm.memory_mb > 0:
+        if slurm is not None and not facts.duplicate and slurm.cpus > 0 and slurm.memory_mb > 0:
             self.cap = Capacity(slurm.cpus, slurm.memory_mb)
-        running = [j for j in self.active.values() if j.state == "RUNNING"]
-        alloc = (int(slurm.alloc_cpus or 0), int(slurm.alloc_memory_mb or 0)) if slurm is not None else (0, 0)
-        self.usage = (max(0, alloc[0] - sum(j.cpus for j in running)), max(0, alloc[1] - sum(j.memory_mb for j in running)))
+        self.usage = _usage_besides(slurm, [j for j in self.active.values() if j.state == "RUNNING"])
 
-    def not_shared(self, alias: str) -> str:
-        return "Slurm node %s reports no CPUs or memory" % alias
+    def not_shared(self) -> str:
+        return "Slurm node %s reports no CPUs or memory" % self.alias
 
     def refuse_new(self) -> str:
         if self.slurm is not None and self.slurm.drained:
             return "Slurm node %s is drained (%s): no placeholder job can start there" % (self.alias, self.slurm.reason or "no reason")
         return ""
 
-    def held(self, ledger: Mapping) -> tuple[int, int]:
+    def held(self, ledger: Mapping[str, LedgerEntry]) -> tuple[int, int]:
         """What the placeholder jobs of the held admissions take, in millicores and bytes."""
         cpus = mem = 0
         for entry in ledger.values():
@@ -136,38 +103,51 @@ class PlaceholderSide:
                 cpus, mem = cpus + size[0], mem + size[1]
         return cpus * 1000, mem * MIB
 
-    def settle_reserved(self, ledger: dict, reserved: list, now: str, decisions: list) -> None:
-        """Grant once the admission's placeholder job runs; deny if it ended before it ran, or if Slurm
-        gave the room to its own jobs first (the newest reservations, until the rest fits)."""
+    def settle_reserved(self, ledger: Ledger, reserved: list[str], stamp: str) -> Step:
+        """Deny the newest reservations without a running job while Slurm's jobs leave no room; then grant
+        those whose job runs, deny those whose job ended before it ran or that a drain keeps out."""
+        ledger, crowded = self._deny_crowded_out(ledger, reserved, stamp)
+        verdicts = {uid: self._verdict(uid) for uid in reserved if ledger[uid].get("state") == names.RESERVED}
+        ledger = dict(ledger)
+        decisions: list[Decision] = []
+        for uid, (state, reason) in verdicts.items():
+            if state:
+                ledger[uid] = transition(ledger[uid], state, reason, stamp)
+                decisions.append((GrantAdmission if state == names.GRANTED else DenyAdmission)(self.name, uid, reason))
+        return ledger, crowded + decisions
+
+    def _deny_crowded_out(self, ledger: Ledger, reserved: list[str], stamp: str) -> Step:
+        """Slurm gave the room to its own jobs first: deny the newest reservations whose job does not run, until the rest fits."""
+        reason = "Slurm allocated the resources before the placeholder job started (Slurm holds %d CPUs, %dMi)" % (self.usage)
+        ledger = dict(ledger)
+        decisions: list[Decision] = []
         for uid in reversed(reserved):
             if not self._over(ledger):
                 break
             if uid in self.active and self.active[uid].state == "RUNNING":
                 continue
-            reason = "Slurm allocated the resources before the placeholder job started (Slurm holds %d CPUs, %dMi)" % (self.usage)
-            ledger[uid] = _transition(ledger[uid], names.DENIED, reason, now)
+            ledger[uid] = transition(ledger[uid], names.DENIED, reason, stamp)
             decisions.append(DenyAdmission(self.name, uid, reason))
-        for uid in [u for u in reserved if ledger[u].get("state") == names.RESERVED]:
-            job = self.active.get(uid)
-            if job is not None and job.state == "RUNNING":
-                reason = "placeholder job %d runs on %s" % (job.job_id, self.alias)
-                ledger[uid] = _transition(ledger[uid], names.GRANTED, reason, now)
-                decisions.append(GrantAdmission(self.name, uid, reason))
-            elif job is None and uid in self.ended:
-                ended = self.ended[uid]
-                reason = "placeholder job %d ended %s before it ran" % (ended.job_id, ended.state)
-                ledger[uid] = _transition(ledger[uid], names.DENIED, reason, now)
-                decisions.append(DenyAdmission(self.name, uid, reason))
-            elif self.refuse_new():
-                reason = self.refuse_new()
-                ledger[uid] = _transition(ledger[uid], names.DENIED, reason, now)
-                decisions.append(DenyAdmission(self.name, uid, reason))
+        return ledger, decisions
 
-    def _over(self, ledger: Mapping) -> bool:
+    def _verdict(self, uid: str) -> tuple[str, str]:
+        """``(new state, reason)`` of a reservation Slurm left room for (``("", "")``: it waits)."""
+        job = self.active.get(uid)
+        if job is not None and job.state == "RUNNING":
+            return names.GRANTED, "placeholder job %d runs on %s" % (job.job_id, self.alias)
+        if job is None and uid in self.ended:
+            ended = self.ended[uid]
+            return names.DENIED, "placeholder job %d ended %s before it ran" % (ended.job_id, ended.state)
+        refused = self.refuse_new()
+        return (names.DENIED, refused) if refused else ("", "")
+
+    def _over(self, ledger: Ledger) -> bool:
+        if self.cap is None:
+            raise ValueError("Slurm node %s shares nothing" % self.alias)  # core settles only nodes that share
         held = self.held(ledger)
         return self.usage[0] * 1000 + held[0] > self.cap.cpus * 1000 or self.usage[1] * MIB + held[1] > self.cap.memory_mb * MIB
 
-    def slurm_actions(self, ledger: Mapping) -> list[Action]:
+    def slurm_actions(self, ledger: Ledger) -> list[Action]:
         """A placeholder job for every held admission without one; cancel the jobs nothing holds."""
         actions: list[Action] = []
         holding = [uid for uid, entry in ledger.items() if entry.get("state") in names.HOLDING_STATES]
@@ -185,11 +165,13 @@ class PlaceholderSide:
                 actions.append(CancelPlaceholder(self.name, job.job_id, job.name, "no held admission needs it"))
         return actions
 
-    def slurm_status(self, alias: str, ledger: Mapping) -> dict:
+    def slurm_status(self, ledger: Ledger) -> SlurmStatus | None:
+        if self.slurm is None or not self.reads_slurm:
+            return None  # which jobs run is unknown: keep what the ledger recorded
         jobs = sorted(job.job_id for uid, job in self.active.items() if (ledger.get(uid) or {}).get("state") in names.HOLDING_STATES)
-        return {"node": alias, "strategy": STRATEGY, "placeholderJobs": jobs}
+        return {"node": self.alias, "strategy": STRATEGY, "placeholderJobs": jobs}
 
-    def overcommitted(self, ledger: Mapping) -> str:
+    def overcommitted(self, ledger: Ledger) -> str:
         bare = sorted(
             uid for uid, entry in ledger.items() if entry.get("state") == names.GRANTED and (uid not in self.active or self.active[uid].state != "RUNNING")
         )
@@ -197,11 +179,30 @@ class PlaceholderSide:
             return "granted admissions without a running placeholder job: " + ", ".join(bare)
         return ""
 
-    def restored(self, ledger: Mapping) -> bool:
+    def restored(self, ledger: Ledger) -> bool:
         return not self.active
 
 
-def cancel_orphans(observed: Observed, owners: set) -> list[Action]:
+def _jobs_of(generic_node: str, jobs: Iterable[PlaceholderJob]) -> tuple[dict[str, PlaceholderJob], dict[str, PlaceholderJob]]:
+    """A GenericNode's newest active and newest ended placeholder job, per admission uid."""
+    active: dict[str, PlaceholderJob] = {}
+    ended: dict[str, PlaceholderJob] = {}
+    for job in sorted(jobs, key=lambda j: j.job_id):
+        owner = job.owner
+        if owner is not None and owner[0] == generic_node:
+            (active if job.active else ended)[owner[1]] = job
+    return active, ended
+
+
+def _usage_besides(slurm: SlurmNode | None, running: list[PlaceholderJob]) -> tuple[int, int]:
+    """CPUs and MB Slurm allocated on the node to other jobs than the running placeholder jobs."""
+    if slurm is None:
+        return 0, 0
+    alloc = (int(slurm.alloc_cpus or 0), int(slurm.alloc_memory_mb or 0))
+    return max(0, alloc[0] - sum(j.cpus for j in running)), max(0, alloc[1] - sum(j.memory_mb for j in running))
+
+
+def cancel_orphans(observed: Observed, owners: set[str]) -> list[Action]:
     """Active placeholder jobs of GenericNodes that no longer share a node (deleted, or another type)."""
     actions: list[Action] = []
     for job in sorted(observed.slurm_jobs or (), key=lambda j: j.job_id):

@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection
-from typing import Callable
+from collections.abc import Callable, Collection, Hashable, Mapping
 
-from .core import SlurmNode
+from .model import SlurmNode
 from .slurm import Slurm
 
 
-def changed_nodes(before: dict | None, after: dict) -> set:
+def changed_nodes(before: Mapping[str, Hashable] | None, after: Mapping[str, Hashable]) -> set[str]:
     """Names of nodes that appeared, went away, or changed between two snapshots."""
     if before is None:
         return set(after)
     return {n for n in set(before) | set(after) if before.get(n) != after.get(n)}
 
 
-def fingerprints(nodes: dict) -> dict[str, int]:
+def fingerprints(nodes: Mapping[str, SlurmNode]) -> dict[str, int]:
     """What the poller remembers of a snapshot to see the next one's changes: a hash per node.
 
     Ten thousand :class:`SlurmNode` objects kept between polls (and beside the
@@ -39,14 +38,14 @@ class SlurmPoller:
     reads of every node at once would hold two snapshots and two answers.
     """
 
-    def __init__(self, slurm: Slurm, on_change: Callable | None = None):
+    def __init__(self, slurm: Slurm, on_change: Callable[[set[str]], None] | None = None):
         self.slurm = slurm
         self.on_change = on_change
         self.nodes: dict[str, int] | None = None
         self._lock = threading.Lock()
         self._polling = threading.Lock()
 
-    def poll(self, notify: bool = True, handled: Collection = ()) -> dict[str, SlurmNode]:
+    def poll(self, notify: bool = True, handled: Collection[str] = ()) -> dict[str, SlurmNode]:
         """A fresh snapshot of every node.
 
         Changes go to ``on_change``, except those of ``handled`` nodes, or all of
@@ -68,27 +67,27 @@ class SlurmPoller:
             self.on_change(changed)
         return fresh
 
-    def poll_nodes(self, names: Collection) -> dict[str, SlurmNode]:
+    def poll_nodes(self, names: Collection[str]) -> dict[str, SlurmNode]:
         """Fresh states of ``names`` only (one read each; a node Slurm does not know is left out).
 
         They go into the snapshot, so the next :meth:`poll` compares against them;
         the caller acts on them itself (no ``on_change``).
         """
-        names = set(names)
+        wanted = set(names)
         try:
-            fresh = self.slurm.node_states(sorted(names))
+            fresh = self.slurm.node_states(sorted(wanted))
         except Exception:
             with self._lock:
                 self.nodes = None
             raise
         with self._lock:
             if self.nodes is not None:
-                nodes = {name: seen for name, seen in self.nodes.items() if name not in names}
+                nodes = {name: seen for name, seen in self.nodes.items() if name not in wanted}
                 nodes.update(fingerprints(fresh))
                 self.nodes = nodes
         return fresh
 
-    def run(self, interval: float, stop: threading.Event, on_error: Callable | None = None) -> None:
+    def run(self, interval: float, stop: threading.Event, on_error: Callable[[Exception], None] | None = None) -> None:
         while not stop.wait(interval):
             try:
                 self.poll()

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 
 
 class Notifier:
-    def __init__(self, environ=None):
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         environ = os.environ if environ is None else environ
         self.address = environ.get("NOTIFY_SOCKET") or None
         usec = environ.get("WATCHDOG_USEC")
         pid = environ.get("WATCHDOG_PID")
-        self.watchdog_seconds = None
+        self.watchdog_seconds: float | None = None
         if usec and usec.isdigit() and int(usec) > 0 and (not pid or pid == str(os.getpid())):
             self.watchdog_seconds = int(usec) / 1e6
 

@@ -17,34 +17,43 @@ from __future__ import annotations
 import base64
 import binascii
 import time
-from typing import Callable
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from . import names
+
+Clock = Callable[[], float]
+
+
+class Tokens(Protocol):
+    def current(self) -> str:
+        """A token valid for a while yet."""
+
+    def refresh(self) -> str:
+        """A new token now (slurmrestd refused the current one)."""
 
 
 class TokenError(Exception):
     """No usable token: the message says which file, Secret or key to fix."""
 
 
-def _jwt():
+def _seconds_left(token: str, now: float) -> float | None:
     from ._vendor import jwt
 
-    return jwt
-
-
-def _seconds_left(token: str, now: float) -> float | None:
     try:
-        return _jwt().seconds_left(_jwt().decode_token_unverified(token), now=now)
+        left: float = jwt.seconds_left(jwt.decode_token_unverified(token), now=now)
     except ValueError:
         return None
+    return left
 
 
 class KeyFileTokens:
-    def __init__(self, key_file: str, user: str = "slurm", lifespan: int = 300, clock: Callable = time.time):
+    def __init__(self, key_file: str, user: str = "slurm", lifespan: int = 300, clock: Clock = time.time):
         if lifespan < 30:
             raise ValueError("token_lifespan must be at least 30 seconds, got %d" % lifespan)
         self.key_file, self.user, self.lifespan, self.clock = key_file, user, int(lifespan), clock
-        self._token, self._expires = None, 0.0
+        self._token: str | None = None
+        self._expires = 0.0
 
     def current(self) -> str:
         if self._token is None or self._expires - self.clock() < self.lifespan / 3:
@@ -52,25 +61,28 @@ class KeyFileTokens:
         return self._token
 
     def refresh(self) -> str:
+        from ._vendor import jwt
+
         try:
             with open(self.key_file, "rb") as handle:
                 key = handle.read()  # the whole file, newline included: Slurm signs with all of it
         except OSError as err:
             raise TokenError("cannot read the JWT key %s: %s (set jwt_key_file)" % (self.key_file, err)) from err
         now = int(self.clock())
-        self._token = _jwt().sign_hs256_token(key, self.user, self.lifespan, now=now)
-        self._expires = now + self.lifespan
-        return self._token
+        token = jwt.sign_hs256_token(key, self.user, self.lifespan, now=now)
+        self._token, self._expires = token, now + self.lifespan
+        return token
 
 
 class SecretTokens:
     """The token in a Secret; ``read_secret(namespace, name)`` returns the Secret object or None."""
 
-    def __init__(self, read_secret: Callable, key: str, namespace: str = names.JWT_SECRET_NAMESPACE,
-                 name: str = names.JWT_SECRET_NAME, min_left: float = 60, clock: Callable = time.time):
+    def __init__(self, read_secret: Callable[[str, str], Mapping[str, Any] | None], key: str,
+                 namespace: str = names.JWT_SECRET_NAMESPACE, name: str = names.JWT_SECRET_NAME, min_left: float = 60,
+                 clock: Clock = time.time):
         self.read_secret, self.key, self.namespace, self.name = read_secret, key, namespace, name
         self.min_left, self.clock = min_left, clock
-        self._token = None
+        self._token: str | None = None
 
     def current(self) -> str:
         if self._token is not None:
@@ -87,8 +99,9 @@ class SecretTokens:
         data = (secret.get("data") or {}).get(self.key)
         if not data:
             raise TokenError("%s: the Secret has no such key" % where)
-        self._token = decode_secret_token(data, where)
-        return self._token
+        token = decode_secret_token(data, where)
+        self._token = token
+        return token
 
 
 def decode_secret_token(data: str, where: str = "the Secret") -> str:

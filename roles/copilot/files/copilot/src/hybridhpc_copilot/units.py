@@ -23,7 +23,7 @@ from fractions import Fraction
 MIB = 1024 * 1024
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL = {"n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": 1,
+_DECIMAL: dict[str, Fraction | int] = {"n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": 1,
             "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
 _QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?$")
 
@@ -32,7 +32,7 @@ class QuantityError(ValueError):
     """A Kubernetes quantity that cannot be parsed."""
 
 
-def parse_quantity(value) -> Fraction:
+def parse_quantity(value: object) -> Fraction:
     """A Kubernetes quantity as an exact number (``"100m"`` -> 1/10)."""
     if isinstance(value, bool):
         raise QuantityError("a quantity must be a number or a string, not %r" % value)
@@ -58,7 +58,7 @@ def parse_quantity(value) -> Fraction:
     return result
 
 
-def _non_negative(value, what) -> Fraction:
+def _non_negative(value: object, what: str) -> Fraction:
     quantity = parse_quantity(value)
     if quantity < 0:
         raise QuantityError("%s must not be negative, got %r" % (what, value))
@@ -66,21 +66,21 @@ def _non_negative(value, what) -> Fraction:
 
 
 @functools.lru_cache(maxsize=4096)
-def _cpu_millis(value) -> int:
+def _cpu_millis(value: object) -> int:
     return math.ceil(_non_negative(value, "a CPU quantity") * 1000)
 
 
 @functools.lru_cache(maxsize=4096)
-def _memory_bytes(value) -> int:
+def _memory_bytes(value: object) -> int:
     return math.ceil(_non_negative(value, "a memory quantity"))
 
 
-def cpu_millis(value) -> int:
+def cpu_millis(value: object) -> int:
     """CPU quantity -> whole millicores, rounded up."""
     return _cpu_millis(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else _cpu_millis.__wrapped__(value)
 
 
-def memory_bytes(value) -> int:
+def memory_bytes(value: object) -> int:
     """Memory quantity -> whole bytes, rounded up."""
     return _memory_bytes(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else _memory_bytes.__wrapped__(value)
 
