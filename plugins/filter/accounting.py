@@ -19,12 +19,14 @@ def slurm_accounting_policy(enabled, enforce=None, priority=None, managed=False)
 
 def slurm_accounting_plan(host, groups, hostvars, qos=None, accounts=None, users=None, default_qos=None):
     """The slurm_qos/slurm_account/slurm_user calls for the accounting database whose first slurmdbd host is ``host``."""
+    def host_vars(h):
+        return hostvars[h] if h in hostvars else {}
+
     try:
-        host_vars = lambda h: hostvars[h] if h in hostvars else {}  # noqa: E731
         clusters = accounting.serving_clusters(host, groups, host_vars)
         # The copilot's Slurm user, where its placeholder jobs need an association.
-        users = list(users or []) + accounting.copilot_users(clusters, groups, host_vars, users,
-                                                            managed=bool(qos or accounts or users))
+        managed = bool(qos or accounts or users)
+        users = list(users or []) + accounting.copilot_users(clusters, groups, host_vars, users, managed=managed)
         return accounting.accounting_plan(clusters, qos, accounts, users, default_qos)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise AnsibleFilterError("slurm_accounting_plan: %s (the first play of site.yml explains bad inputs)" % exc) from exc

@@ -106,7 +106,7 @@ def apt_policy(text):
         if line and not line[0].isspace() and line.rstrip().endswith(":"):
             current = found.setdefault(line.rstrip()[:-1], {"installed": None, "candidate": None})
             continue
-        word, _, value = line.strip().partition(":")
+        word, _colon, value = line.strip().partition(":")
         value = value.strip()
         if current is not None and word.lower() in current and value and value != "(none)":
             current[word.lower()] = current[word.lower()] or value

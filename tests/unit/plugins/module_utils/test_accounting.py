@@ -159,7 +159,8 @@ def test_the_copilot_user_and_account_follow_copilot_config():
 
 
 def test_no_copilot_user_without_enforced_associations_or_placeholder_nodes_or_copilot():
-    def users(hv, declared=USERS, managed=True):
+    def users(hv, declared=None, managed=True):
+        declared = USERS if declared is None else declared
         return accounting.copilot_users(["cloud", "onprem"], FEDERATION, hv, declared, managed=managed)
     assert users(copilot_vars(), managed=False) == []  # nothing declared: nothing enforced
     assert users(copilot_vars(slurm_accounting_enforce=["limits"])) == []
