@@ -329,3 +329,15 @@ def test_dangerous_change_passes_validation_with_its_opt_in(case, tmp_path, unto
     # Validation passed: the next play started (and failed to reach the missing containers).
     assert "PLAY [MUNGE" in out, out
     assert "Refused for cluster" not in out, out
+
+
+def test_good_ack_mode_inputs_pass_validation(tmp_path, untouched_etc_slurm):
+    shared = {h: {"slurm_k8s_shared": True} for h in ("bad-c1", "bad-c2")}
+    inv = local_inventory(tmp_path, restd=("bad-ctl1",), ack_operator_mode="ack", slurmdbd_storage_host="db.example",
+                          slurmdbd_storage_pass="Vaulted-db-pass-4711", host_vars=shared,
+                          slurm_nodes=[{"NodeName": "bad-c[1-2]", "CPUs": 2, "RealMemory": 1000,
+                                        "Gres": "k8scpu:2,k8smemory:1000"}])
+    returncode, out = run(inv, tmp_path)
+    # Validation passed: the next play started (and failed to reach the missing containers).
+    assert "PLAY [MUNGE" in out, out
+    assert "Vaulted-db-pass-4711" not in out

@@ -232,6 +232,11 @@ def test_slurmdbd_config_and_port_reach_slurmdbd_conf():
     assert values["headNodeConfig"]["volumes"]
 
 
+def test_slurmdbd_config_cannot_blank_the_password():
+    values = cluster_values(slurmdbd_config={"storagepass": ""})
+    assert lines(values["slurmConfigs"]["filesInConfigMap"]["slurmdbd.conf"])[-1] == "StoragePass=s3cret-pass"
+
+
 def test_without_accounting_there_is_no_slurmdbd():
     values = cluster_values(slurm_accounting=False)
     # null: Helm drops the chart's own default (no slurmdbd pod, no slurmdbd.conf).
