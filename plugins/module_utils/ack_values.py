@@ -6,7 +6,7 @@
 Every key written here is one ACK's documentation names ("Colocated scheduling
 for Slurm HPC and Kubernetes": "Resources and parameters" and "Step 3:
 Configure Slurm"); the chart itself never ran here, so nothing is taken from
-its values.yaml. tests/unit/test_ack_values.py holds the documented keys and
+its values.yaml. tests/unit/test_ack_chart_values.py holds the documented keys and
 fails on any other.
 
 Helm merges these values over the chart's own: a key the chart sets by
@@ -66,10 +66,10 @@ def pod_auth_alt_parameters(value):
     return ",".join(["jwt_key=" + JWT_KEY_PATH] + parts)
 
 
-def _job_submit_plugins(value):
+def job_submit_plugins(value):
     """The model's plugins with ACK's k8s_resource_completion for the collection's lua.
 
-    >>> _job_submit_plugins("lua")
+    >>> job_submit_plugins("lua")
     ['k8s_resource_completion']
     """
     plugins = value if isinstance(value, (list, tuple)) else [p for p in str(value or "").split(",") if p]
@@ -101,7 +101,7 @@ def slurm_conf_settings(config, cluster_name, accounting, dbd_port, k8s_gres):
                     "AccountingStoragePort": dbd_port})
     if k8s_gres:
         pod.update({"NodeFeaturesPlugins": K8S_NODE_FEATURES,
-                    "JobSubmitPlugins": _job_submit_plugins(_get(config, "JobSubmitPlugins"))})
+                    "JobSubmitPlugins": job_submit_plugins(_get(config, "JobSubmitPlugins"))})
     return slurm_conf.merge(config, pod)
 
 
