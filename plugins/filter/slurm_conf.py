@@ -12,7 +12,7 @@ import binascii
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import cluster_changes, cluster_model, site_inputs, slurm_conf
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import ack_values, cluster_changes, cluster_model, site_inputs, slurm_conf
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.hostlist import HostlistError, compress, expand
 
 
@@ -24,7 +24,7 @@ def _wrap(func):
     def wrapper(*args, **kwargs):
         try:
             return func(*args, **kwargs)
-        except (slurm_conf.SlurmConfError, HostlistError) as exc:
+        except (slurm_conf.SlurmConfError, ack_values.AckValuesError, HostlistError) as exc:
             raise AnsibleFilterError(str(exc)) from exc
 
     wrapper.__name__ = func.__name__
@@ -95,6 +95,11 @@ def slurm_k8s_copilot_nodes(nodes, hosts, hostvars):
     return out
 
 
+def slurm_ack_cluster_values(model):
+    """Values of ACK's ack-slurm-cluster chart for one cluster (module_utils/ack_values.py)."""
+    return ack_values.cluster_values(model, compress=_sorted_compress)
+
+
 def slurm_cluster_problems(model):
     """Problems in a cluster model, each naming the variable and the fix."""
     return cluster_model.cluster_problems(model)
@@ -141,5 +146,6 @@ class FilterModule(object):
                 slurm_cluster_change_problems,
                 slurm_k8s_capacity,
                 slurm_k8s_copilot_nodes,
+                slurm_ack_cluster_values,
             )
         }

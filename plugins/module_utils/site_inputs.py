@@ -50,6 +50,7 @@ _URL_RE = re.compile(r"^https?://[^\s/:]+(:\d+)?(/\S*)?$")
 _LISTEN_TCP_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]]+):(\d+)$")
 _UPGRADE_BATCH_RE = re.compile(r"^([1-9][0-9]*|([1-9][0-9]?|100)%)$")
 _PACKAGE_VERSION_RE = re.compile(r"^[A-Za-z0-9.:~+_-]*$")
+_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 # slurm.conf keys whose value is a whole number (time in seconds, MB, counts).
 SLURM_INT_KEYS = (
@@ -591,6 +592,48 @@ def ack_operator_problems(inputs, isfile=os.path.isfile):
     if _mapping_var(inputs, "ack_operator_cluster_values", problems):
         problems += control_char_problems(inputs.get("ack_operator_cluster_values"), "ack_operator_cluster_values")
     _bool_var(inputs, "ack_operator_install_crd", problems)
+    _bool_var(inputs, "ack_operator_enable_copilot", problems)
+    if inputs.get("ack_operator_mode") == "ack":
+        problems += ack_mode_problems(inputs)
+    return problems
+
+
+def ack_mode_problems(inputs):
+    """What ACK's charts need of the model (module_utils/ack_values.py renders their values).
+
+    The database password and the MUNGE key travel in the chart's values;
+    ``slurmdbd_storage_pass_set`` says whether the password is set without
+    handing it to the checks.
+    """
+    problems = []
+    if inputs.get("accounting", True):
+        if not inputs.get("slurmdbd_storage_pass_set"):
+            problems.append(
+                "slurmdbd_storage_pass: ACK's slurmdbd pod needs the database password in its slurmdbd.conf; "
+                "set it (vaulted) or turn accounting off (slurm_accounting: false)"
+            )
+        host = inputs.get("slurmdbd_storage_host", "localhost")
+        if str(host).lower() in _LOOPBACK_NAMES:
+            problems.append(
+                "slurmdbd_storage_host: %r; ACK's slurmdbd runs in a pod, where no database listens on loopback; "
+                "give the database's address" % (host,)
+            )
+    if inputs.get("ack_operator_enable_copilot", True) is True and not inputs.get("k8s_gres"):
+        problems.append(
+            "ack_operator_enable_copilot: ACK's SlurmCopilot takes Kubernetes' share out of the count-only GRES "
+            "k8scpu/k8smemory, which no shared host has; set slurm_k8s_strategy: gres on the shared hosts "
+            "or ack_operator_enable_copilot: false"
+        )
+    if inputs.get("slurm_auth_jwt") is False:
+        problems.append(
+            "slurm_auth_jwt: ACK's slurmrestd and SlurmCopilot authenticate with JWT; set slurm_auth_jwt: true "
+            "(or put a host of the cluster in group slurmrestd)"
+        )
+    if inputs.get("slurm_jwt_jwks_file"):
+        problems.append(
+            "slurm_jwt_jwks_file: ack mode mounts only the HS256 key into ACK's pods (/var/jwt/jwt_hs256.key); "
+            "leave slurm_jwt_jwks_file empty or use ack_operator_mode: bare_metal"
+        )
     return problems
 
 

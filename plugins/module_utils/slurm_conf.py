@@ -158,6 +158,13 @@ def render_records(records, name_key, where, compress=None):
     return [render_record(r, name_key, "%s[%d]" % (where, i), compress) for i, r in enumerate(records or [])]
 
 
+def render_gres(records, compress=None, where="slurm_gres"):
+    """gres.conf lines: a record with NodeName is rendered NodeName-first, the others Name-first."""
+    return [render_record(r, "NodeName" if any(k.lower() == "nodename" for k in r) else "Name",
+                          "%s[%d]" % (where, i), compress)
+            for i, r in enumerate(records or [])]
+
+
 def render_slurm_conf(settings, nodes=None, partitions=None, nodesets=None, compress=None):
     """Render slurm.conf text (without the managed-by header)."""
     out = render_settings(settings)

@@ -196,6 +196,13 @@ CASES = {
     "newline in ack_operator_cluster_values": (
         inventory(ack_operator_cluster_values={"image": "x\ny"}), "ack_operator_cluster_values.image"),
     "ack_operator_jwt_token_lifespan of 0": (inventory(ack_operator_jwt_token_lifespan=0), "ack_operator_jwt_token_lifespan: 0 must be seconds"),
+    "ack mode without the database password": (
+        inventory(ack_operator_mode="ack", slurmdbd_storage_host="db.example"),
+        "slurmdbd_storage_pass: ACK's slurmdbd pod needs the database password"),
+    "ack mode with ACK's copilot and no gres-strategy node": (
+        inventory(ack_operator_mode="ack", slurmdbd_storage_host="db.example", slurmdbd_storage_pass="pw",
+                  host_vars={h: {"slurm_k8s_shared": True, "slurm_k8s_strategy": "placeholder"} for h in ("bad-c1", "bad-c2")}),
+        "ack_operator_enable_copilot: ACK's SlurmCopilot takes Kubernetes' share out of the count-only GRES"),
     # pam_slurm_adopt
     "pam_slurm_adopt on a login node that runs slurmd": (
         inventory(login=("bad-c1",), slurm_pam_slurm_adopt=True),
@@ -243,6 +250,13 @@ def test_bad_inventory_fails_before_any_change(case, tmp_path):
     if inv["all"]["vars"].get("slurm_cluster_name") is None:
         del inv["all"]["vars"]["slurm_cluster_name"]
     assert_stopped_in_validation(*run(inv, tmp_path), expected)
+
+
+def test_ack_mode_refusal_keeps_the_password_out_of_the_log(tmp_path):
+    password = "Vaulted-db-pass-4711"
+    returncode, out = run(inventory(ack_operator_mode="ack", slurmdbd_storage_pass=password), tmp_path)
+    assert_stopped_in_validation(returncode, out, "slurmdbd_storage_host: 'localhost'; ACK's slurmdbd runs in a pod")
+    assert password not in out
 
 
 @pytest.mark.parametrize("case", sorted(UPGRADE_CASES))
@@ -315,3 +329,15 @@ def test_dangerous_change_passes_validation_with_its_opt_in(case, tmp_path, unto
     # Validation passed: the next play started (and failed to reach the missing containers).
     assert "PLAY [MUNGE" in out, out
     assert "Refused for cluster" not in out, out
+
+
+def test_good_ack_mode_inputs_pass_validation(tmp_path, untouched_etc_slurm):
+    shared = {h: {"slurm_k8s_shared": True} for h in ("bad-c1", "bad-c2")}
+    inv = local_inventory(tmp_path, restd=("bad-ctl1",), ack_operator_mode="ack", slurmdbd_storage_host="db.example",
+                          slurmdbd_storage_pass="Vaulted-db-pass-4711", host_vars=shared,
+                          slurm_nodes=[{"NodeName": "bad-c[1-2]", "CPUs": 2, "RealMemory": 1000,
+                                        "Gres": "k8scpu:2,k8smemory:1000"}])
+    returncode, out = run(inv, tmp_path)
+    # Validation passed: the next play started (and failed to reach the missing containers).
+    assert "PLAY [MUNGE" in out, out
+    assert "Vaulted-db-pass-4711" not in out

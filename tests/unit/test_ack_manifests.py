@@ -32,22 +32,20 @@ VARS = {
     "hostvars": {"cn001": {"k8s_node_name": "k8s-cn001"}, "cn002": {}},
     "__ack_operator_token": "eyJhbGciOiJIUzI1NiJ9.eyJzdW4iOiJzbHVybSJ9.c2ln",
     "__ack_operator_jwt_key": {"content": base64.b64encode(b"k" * 32).decode()},
-    "munge_key_b64": base64.b64encode(b"m" * 1024).decode(),
-    "slurm_common_config": {"ClusterName": "onprem", "SlurmctldHost": ["ctl1"], "GresTypes": ["k8scpu", "k8smemory"]},
-    "slurm_common_nodes": [{"NodeName": "cn[001-002]", "CPUs": 8, "RealMemory": 16000, "Gres": "k8scpu:8,k8smemory:16000"}],
-    "slurm_partitions": [{"PartitionName": "main", "Nodes": "ALL", "Default": True}],
 }
 
 
 def render(template):
     loader = DataLoader()
     loader.set_basedir(str(ROLE))
-    templar = Templar(loader=loader, variables=VARS)
+    role_vars = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    templar = Templar(loader=loader, variables={**role_vars, **VARS})
     text = (ROLE / "templates" / template).read_text()
     return [doc for doc in yaml.safe_load_all(templar.template(text)) if doc]
 
 
-@pytest.mark.parametrize("template", ["namespaces.yml.j2", "slurmrestd-service.yml.j2", "jwt-secret.yml.j2", "crd.yml.j2"])
+@pytest.mark.parametrize("template", ["namespaces.yml.j2", "slurmrestd-service.yml.j2", "jwt-secret.yml.j2", "crd.yml.j2",
+                                      "jwt-key-secret.yml.j2"])
 def test_core_manifests_validate_against_kubernetes_schemas(template):
     docs = render(template)
     assert docs
@@ -80,9 +78,7 @@ def test_genericnodes_match_the_crd_schema():
         jsonschema.validate(node, schema)
 
 
-def test_ack_values_carry_the_one_model():
-    (values,) = render("ack-slurm-cluster-values.yml.j2")
-    files = values["slurmConfigs"]["filesInConfigMap"]
-    assert "NodeName=cn[001-002] CPUs=8 RealMemory=16000 Gres=k8scpu:8,k8smemory:16000" in files["slurm.conf"]
-    assert "SlurmctldHost=ctl1" in files["slurm.conf"]
-    assert "Name=k8scpu Flags=CountOnly" in files["gres.conf"]
+def test_jwt_key_secret_holds_the_key_the_pods_mount():
+    (secret,) = render("jwt-key-secret.yml.j2")
+    assert secret["metadata"]["namespace"] == "slurm"
+    assert secret["data"]["jwt_hs256.key"] == VARS["__ack_operator_jwt_key"]["content"]

@@ -242,3 +242,35 @@ def test_a_kubeconfig_without_shared_nodes_is_no_error():
 
     assert copilot_problems({"copilot_kubeconfig": __file__, "shared_hosts": []}) == []
     assert ack_operator_problems({"ack_operator_kubeconfig": __file__, "shared_hosts": []}) == []
+
+
+# ACK mode: what ACK's charts need of the model (a good ack-mode controller first).
+ACK_GOOD = {"ack_operator_mode": "ack", "accounting": True, "slurmdbd_storage_host": "db.example",
+            "slurmdbd_storage_pass_set": True, "k8s_gres": True, "slurm_auth_jwt": True}
+
+
+def test_good_ack_mode_inputs():
+    assert si.ack_operator_problems(ACK_GOOD) == []
+    assert si.ack_operator_problems(dict(ACK_GOOD, accounting=False, slurmdbd_storage_pass_set=False,
+                                         slurmdbd_storage_host="localhost")) == []
+    assert si.ack_operator_problems(dict(ACK_GOOD, k8s_gres=False, ack_operator_enable_copilot=False)) == []
+
+
+@pytest.mark.parametrize("change, start", [
+    ({"slurmdbd_storage_pass_set": False}, "slurmdbd_storage_pass: ACK's slurmdbd pod needs the database password"),
+    ({"slurmdbd_storage_host": None}, "slurmdbd_storage_host: 'localhost'; ACK's slurmdbd runs in a pod"),
+    ({"slurmdbd_storage_host": "127.0.0.1"}, "slurmdbd_storage_host: '127.0.0.1'"),
+    ({"k8s_gres": False}, "ack_operator_enable_copilot: ACK's SlurmCopilot takes Kubernetes' share out of the count-only GRES"),
+    ({"slurm_auth_jwt": False}, "slurm_auth_jwt: ACK's slurmrestd and SlurmCopilot authenticate with JWT"),
+    ({"slurm_jwt_jwks_file": "/etc/slurm/jwks.json"}, "slurm_jwt_jwks_file: ack mode mounts only the HS256 key"),
+    ({"ack_operator_enable_copilot": "yes"}, "ack_operator_enable_copilot: 'yes' must be true or false"),
+])
+def test_each_ack_mode_problem_names_the_variable_and_the_fix(change, start):
+    inputs = {k: v for k, v in dict(ACK_GOOD, **change).items() if v is not None}
+    problems = si.input_problems(inputs, ["ack_operator"])
+    assert [p for p in problems if p.startswith(start)], problems
+
+
+def test_ack_mode_rules_are_for_ack_mode_only():
+    assert si.ack_operator_problems(dict(ACK_GOOD, ack_operator_mode="bare_metal", slurmdbd_storage_pass_set=False,
+                                         k8s_gres=False, slurm_auth_jwt=False)) == []
