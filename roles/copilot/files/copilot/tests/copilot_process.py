@@ -24,8 +24,9 @@ classes called in-process. Three parts, each a context manager, and
   own (run through this module's ``slurmrestd`` command), extended with what
   fault tests need: Slurm's state kept in a file across restarts (slurmctld
   keeps it when slurmrestd restarts), requests held before or after Slurm
-  applies them, a clock skew for the token check, and an audit of every
-  request with its token's expiry and the answer.
+  applies them, requests answered with a Slurm error, a clock skew for the
+  token check, and an audit of every request with its token's expiry, the
+  answer and its size.
 * :class:`CopilotProcess`: writes the config file (token from a JWT key,
   short poll and watch intervals, no metrics endpoint unless asked) and runs
   the daemon; its JSON log lines go to a file per start, read back with
@@ -338,6 +339,11 @@ class KubeDouble:
         )
         self.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": {}})
 
+    def set_unschedulable(self, name: str, value: bool) -> dict:
+        """Cordon (``True``) or uncordon a Kubernetes Node, as ``kubectl cordon`` does."""
+        path = "/api/v1/nodes/%s" % name
+        return self.request("PATCH", path, {"spec": {"unschedulable": value}}, "application/merge-patch+json")
+
     def create_pod(self, name: str, namespace: str = "default") -> dict:
         return self.create(
             {
@@ -445,9 +451,9 @@ class FakeSlurmrestdProcess:
     slurm.conf's counts again (a slurmctld restart that reverted the GRES).
     """
 
-    def __init__(self, workdir: pathlib.Path, nodes: dict, jwt_key: pathlib.Path | None = None, port: int = 0):
+    def __init__(self, workdir: pathlib.Path, nodes: dict, jwt_key: pathlib.Path | None = None, port: int = 0, foreign_jobs: int = 0):
         self.workdir = pathlib.Path(workdir)
-        self.nodes, self.jwt_key, self.port = dict(nodes), jwt_key, port
+        self.nodes, self.jwt_key, self.port, self.foreign_jobs = dict(nodes), jwt_key, port, foreign_jobs
         self.state_file = self.workdir / "slurm-state.json"
         self.audit_file = self.workdir / "slurm-audit.jsonl"
         self.process: subprocess.Popen | None = None
@@ -475,6 +481,8 @@ class FakeSlurmrestdProcess:
             args += ["--node", "%s:%d:%d" % (name, cpus, memory)]
         if self.jwt_key is not None:
             args += ["--jwt-key", str(self.jwt_key)]
+        if self.foreign_jobs:
+            args += ["--foreign-jobs", str(self.foreign_jobs)]
         # Always the package's own FakeSlurm: HYBRIDHPC_COPILOT_SRC changes the daemon under test, not the reference.
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(PACKAGE / "src"), str(HERE)]))
         with open(self.workdir / ("slurmrestd-%d.log" % self.starts), "wb") as log:
@@ -533,7 +541,16 @@ class FakeSlurmrestdProcess:
         self._fake("POST", "end_job", {"node": node, "job": job})
 
     def reconfigure(self) -> None:
+        """``scontrol reconfigure``: GRES back at slurm.conf's counts, deleted nodes back from slurm.conf."""
         self._fake("POST", "reconfigure", {})
+
+    def delete_node(self, node: str) -> None:
+        """``scontrol delete nodename=NODE``: slurmrestd no longer lists it (until :meth:`reconfigure`)."""
+        self._fake("POST", "delete_node", {"node": node})
+
+    def drain(self, node: str, reason: str) -> None:
+        """An admin's ``scontrol update nodename=NODE state=DRAIN reason=...``."""
+        self._fake("POST", "drain", {"node": node, "reason": reason})
 
     # -- faults ----------------------------------------------------------------------------
     def hold(self, method: str, path: str, phase: str = "before", count: int = 1) -> None:
@@ -555,9 +572,14 @@ class FakeSlurmrestdProcess:
         return wait_until(enough, timeout, what="%d held slurmrestd request(s)" % count)
 
     def release(self, apply: bool = True) -> None:
-        """Let held requests go (and drop unused holds). ``apply=False``: close them unanswered, and a
-        request held before Slurm applied it never is."""
+        """Let held requests go (and drop unused holds and failure rules). ``apply=False``: close them
+        unanswered, and a request held before Slurm applied it never is."""
         self._fake("POST", "release", {"apply": apply})
+
+    def fail(self, method: str, path: str, error: str, number: int = 0, status: int = 500, count: int = 1) -> None:
+        """Answer the next ``count`` Slurm API requests matching (``path`` a regex) with Slurm's error ``error``
+        (``number``: its slurm_errno), unapplied, as slurmrestd answers a request slurmctld refused."""
+        self._fake("POST", "fail", {"method": method, "path": path, "error": error, "number": number, "status": status, "count": count})
 
     def set_clock_skew(self, seconds: float) -> None:
         """Check token expiry against a clock ``seconds`` ahead (tokens expire that much sooner)."""
@@ -565,8 +587,8 @@ class FakeSlurmrestdProcess:
 
     def audit(self) -> list:
         """Every Slurm API request since the first start, restarts included: ``method``, ``path``,
-        ``status`` (None: dropped unanswered), ``exp`` (the token's), ``now`` (the token check's clock),
-        ``token`` (its last characters), ``t`` (when it arrived)."""
+        ``status`` (None: dropped unanswered), ``bytes`` (of the answer's body), ``exp`` (the token's),
+        ``now`` (the token check's clock), ``token`` (its last characters), ``t`` (when it arrived)."""
         if not self.audit_file.exists():
             return []
         return [json.loads(line) for line in self.audit_file.read_text().splitlines() if line.endswith("}")]
@@ -720,7 +742,9 @@ class CopilotHarness:
 
     ``nodes``: Slurm node -> (k8scpu, k8smemory), both in Slurm and in the
     copilot's config. ``copilot_settings`` go over the config defaults (see
-    :class:`CopilotProcess`). Leaving the ``with`` block stops everything.
+    :class:`CopilotProcess`); ``foreign_jobs``: other users' jobs slurmrestd
+    lists (see :class:`FakeSlurmrestdProcess`). Leaving the ``with`` block
+    stops everything.
     """
 
     def __init__(
@@ -731,6 +755,7 @@ class CopilotHarness:
         kube_window: int = 1000,
         cluster: str = DEFAULT_CLUSTER,
         copilot_settings: dict | None = None,
+        foreign_jobs: int = 0,
     ):
         self.workdir = pathlib.Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -739,7 +764,7 @@ class CopilotHarness:
         self.jwt_key = self.workdir / "jwt_hs256.key"
         self.jwt_key.write_bytes(os.urandom(32))
         self.kube = KubeDouble(self.workdir, kube_in_process, kube_window)
-        self.slurm = FakeSlurmrestdProcess(self.workdir, self.nodes, self.jwt_key)
+        self.slurm = FakeSlurmrestdProcess(self.workdir, self.nodes, self.jwt_key, foreign_jobs=foreign_jobs)
         self._copilot_settings = copilot_settings
         self.copilot: CopilotProcess | None = None
 
@@ -788,6 +813,7 @@ class _Controls:
         self.lock = threading.Lock()
         self.rules: list = []  # [method, compiled path, phase, count]
         self.held: list[_Held] = []
+        self.failures: list = []  # [method, compiled path, HTTP status, Slurm's error text, error number, count]
         self.skew = 0.0
         self._audit = open(audit_file, "a", encoding="utf-8") if audit_file else None  # open for the process's life
 
@@ -825,6 +851,15 @@ class _Controls:
                     return held
         return None
 
+    def take_failure(self, method: str, path: str) -> tuple[int, str, int] | None:
+        """The error to answer instead of serving the request, if a failure rule matches it."""
+        with self.lock:
+            for rule in self.failures:
+                if rule[0] == method and rule[1].search(path) and rule[5] > 0:
+                    rule[5] -= 1
+                    return rule[2], rule[3], rule[4]
+        return None
+
     def wait(self, held: _Held) -> bool:
         held.released.wait(self.HOLD_LIMIT)
         with self.lock:
@@ -835,6 +870,7 @@ class _Controls:
     def release(self, apply: bool) -> None:
         with self.lock:
             self.rules.clear()
+            self.failures.clear()
             for held in self.held:
                 held.apply = apply
                 held.released.set()
@@ -887,8 +923,10 @@ class _Controls:
                 "jobs": {str(job): list(spec) for job, spec in node.jobs.items()},
                 "states": list(node.states),
                 "reason": node.reason,
+                "deleted": node.deleted,
             }
-        return {"nodes": nodes, "violations": list(slurm.violations)}
+        jobs = {str(job.job_id): {"name": job.name, "state": job.state, "node": job.node} for job in slurm.jobs.values()}
+        return {"nodes": nodes, "jobs": jobs, "violations": list(slurm.violations)}
 
 
 def _extended_handler(base, controls: _Controls):
@@ -918,7 +956,15 @@ def _extended_handler(base, controls: _Controls):
                 "exp": _token_exp(token),
                 "token": token[-12:],
                 "status": None,
+                "bytes": 0,
             }
+            failure = controls.take_failure(method, self.path)
+            if failure is not None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self._error(*failure)
+                record.update(status=self._status, bytes=self.sent_bytes)
+                controls.record(record)
+                return None
             held = controls.take_hold(method, self.path)
             if held is not None and held.phase == "before" and not controls.wait(held):
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -938,7 +984,7 @@ def _extended_handler(base, controls: _Controls):
                         super()._send(code, body)
                 else:
                     self.close_connection = True
-            record["status"] = self._status
+            record.update(status=self._status, bytes=getattr(self, "sent_bytes", 0))
             controls.record(record)
             return None
 
@@ -954,6 +1000,11 @@ def _extended_handler(base, controls: _Controls):
                 with controls.lock:
                     controls.rules.append([body["method"], re.compile(body["path"]), body.get("phase", "before"), int(body.get("count", 1))])
                 return self._send(200, {})
+            if parts == ["fail"]:
+                with controls.lock:
+                    controls.failures.append([body["method"], re.compile(body["path"]), int(body.get("status", 500)), body["error"],
+                                              int(body.get("number", 0)), int(body.get("count", 1))])
+                return self._send(200, {})
             if parts == ["release"]:
                 controls.release(bool(body.get("apply", True)))
                 return self._send(200, {})
@@ -966,7 +1017,7 @@ def _extended_handler(base, controls: _Controls):
                     controls.save()
                 return self._send(200, {})
             result = super()._fake(parts, body)
-            if parts in (["job"], ["reconfigure"]):
+            if parts in (["job"], ["reconfigure"], ["delete_node"], ["drain"], ["resume"]):
                 with controls.server.lock:
                     controls.save()
             return result
@@ -999,9 +1050,10 @@ def serve_slurmrestd(argv=None) -> int:
     parser.add_argument("--jwt-key")
     parser.add_argument("--state-file", help="keep Slurm's state here across restarts")
     parser.add_argument("--audit-file", help="append every Slurm API request here (JSON lines)")
+    parser.add_argument("--foreign-jobs", type=int, default=0, help="other users' jobs in GET /jobs (about 1 kB each)")
     args = parser.parse_args(argv)
     key = pathlib.Path(args.jwt_key).read_bytes() if args.jwt_key else None
-    server = FakeSlurmrestd(FakeSlurm(nodes_from_specs(args.node)), args.address, args.port, key)
+    server = FakeSlurmrestd(FakeSlurm(nodes_from_specs(args.node)), args.address, args.port, key, args.foreign_jobs)
     server.requests = collections.deque(maxlen=1000)  # fake_slurmrestd keeps every request; a long run must not
     controls = _Controls(server, pathlib.Path(args.state_file) if args.state_file else None, pathlib.Path(args.audit_file) if args.audit_file else None)
     controls.load()

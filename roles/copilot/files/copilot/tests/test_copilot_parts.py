@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import importlib
 import json
 import pathlib
@@ -16,8 +17,9 @@ from fake_kube import FakeKube
 from fake_slurm import FakeNode, FakeSlurm
 from fake_slurmrestd import FakeSlurmrestd
 
-from hybridhpc_copilot import config, core, names, tokens, units
+from hybridhpc_copilot import config, core, loop, names, placeholder, tokens, units
 from hybridhpc_copilot._vendor import jwt
+from hybridhpc_copilot.backoff import Backoff
 from hybridhpc_copilot.kube import (
     GENERICNODES,
     NODES,
@@ -463,3 +465,64 @@ def test_the_fake_refuses_a_registration_like_slurmctld():
     slurm.admin_drain("c1", "copilot: cordoned")
     slurm.resume_node("c1")  # a RESUME with a changed count under a job is refused like a restart
     assert slurm.node_states()["c1"].invalid_registration
+
+
+# -- retrying failed Slurm actions --------------------------------------------------------------
+
+
+def test_a_failed_action_waits_twice_as_long_after_each_failure_up_to_the_limit_and_a_success_forgets_it():
+    now = [0.0]
+    backoff = Backoff(first=0.5, limit=4.0, clock=lambda: now[0])
+    assert backoff.ready("cancel 7")
+    assert [backoff.failed("cancel 7") for _ in range(5)] == [0.5, 1.0, 2.0, 4.0, 4.0]
+    assert not backoff.ready("cancel 7") and backoff.ready("cancel 8")
+    now[0] = 3.9
+    assert not backoff.ready("cancel 7")
+    now[0] = 4.0
+    assert backoff.ready("cancel 7")
+    backoff.succeeded("cancel 7")
+    assert backoff.failed("cancel 7") == 0.5
+
+
+def test_the_executor_holds_back_a_slurm_action_that_failed_and_sends_a_changed_one_at_once():
+    calls = []
+
+    def fault(operation, node):
+        calls.append(operation)
+        if operation == "cancel_job":
+            raise SlurmRefused("Access/permission denied")
+
+    now = [0.0]
+    executor = Executor(FakeKube(), FakeSlurm([FakeNode("c1", 4, 8000)], fault=fault), None, backoff=Backoff(clock=lambda: now[0]))
+    cancel = placeholder.CancelPlaceholder("k8s-c1", 7, "copilot-placeholder/k8s-c1/a1", "no held admission needs it")
+    assert executor.run([cancel]).errors[0][0] == "CancelPlaceholder" and calls == ["cancel_job"]
+    again = executor.run([dataclasses.replace(cancel, reason="another pass")])  # the reason is no part of the action
+    assert again.errors == [("CancelPlaceholder", "waiting to retry after Slurm failed it", True)] and calls == ["cancel_job"]
+    gres = core.SetGres("k8s-c1", "c1", "k8scpu:3,k8smemory:7000", (3, 7000), "ledger wants")
+    assert executor.run([gres]).wrote == 1 and calls == ["cancel_job", "set_node_gres"]
+    now[0] = 0.5
+    executor.run([cancel])
+    assert calls == ["cancel_job", "set_node_gres", "cancel_job"]
+
+
+def test_the_executor_keeps_slurms_refusal_of_a_placeholder_job_until_a_denial_carries_it():
+    def fault(operation, _node):
+        if operation == "submit_placeholder":
+            raise SlurmRefused("Invalid account or account/partition combination specified")
+
+    executor = Executor(FakeKube(), FakeSlurm([FakeNode("c1", 4, 8000)], fault=fault), None)
+    name = placeholder.job_name("k8s-c1", "a1")
+    executor.run([placeholder.SubmitPlaceholder("k8s-c1", "c1", name, 1, 1024, "hold")])
+    assert executor.refusals == {name: "Invalid account or account/partition combination specified"}
+    executor._record(core.DenyAdmission("k8s-c1", "a1", "Slurm refused the placeholder job: ..."), loop.Outcome())
+    assert executor.refusals == {}
+
+
+def test_the_backoff_forgets_actions_nobody_sent_again_for_a_while():
+    now = [0.0]
+    backoff = Backoff(first=0.5, limit=4.0, clock=lambda: now[0])
+    backoff.failed("gres 3")
+    backoff.failed("gres 3")
+    now[0] = 10.0  # decided differently since: "gres 3" never went again
+    backoff.failed("gres 2")
+    assert backoff.failed("gres 3") == 0.5

@@ -11,6 +11,7 @@ from fake_slurm import FakeNode, FakeSlurm
 
 from hybridhpc_copilot import names
 from hybridhpc_copilot.core import DenyAdmission, GrantAdmission, ReleaseAdmission, ReserveAdmission, WriteStatus, reconcile
+from hybridhpc_copilot.job_table import PlaceholderJobTable
 from hybridhpc_copilot.placeholder import CancelPlaceholder, PlaceholderJob, SubmitPlaceholder, job_name, parse_job_name
 from hybridhpc_copilot.slurm import RestSlurm
 
@@ -28,10 +29,10 @@ def job(uid, state="RUNNING", job_id=7, cpus=1, memory_mb=1024, node="k8s-c1"):
     return PlaceholderJob(job_id, job_name(node, uid), state, "c1", cpus, memory_mb)
 
 
-def run(gn, jobs=(), node=None, pods=None, **kwargs):
+def run(gn, jobs=(), node=None, pods=None, refusals=None, **kwargs):
     pods = [pod()] if pods is None else list(pods)
     seen = observed([gn], pods, [node or stock_node()], configured={}, strategy="placeholder", **kwargs)
-    return reconcile(dataclasses.replace(seen, slurm_jobs=None if jobs is None else tuple(jobs)))
+    return reconcile(dataclasses.replace(seen, slurm_jobs=None if jobs is None else tuple(jobs), refusals=refusals or {}))
 
 
 def test_job_names_carry_the_generic_node_and_the_admission():
@@ -194,3 +195,67 @@ def test_rest_slurm_lists_submits_and_cancels_placeholder_jobs():
     assert job["memory_per_node"]["number"] == 3417 and job["time_limit"]["number"] == 1440
     slurm.cancel_job(12)
     assert requests[-1][:2] == ("DELETE", "/slurm/v0.0.42/job/12")
+
+
+def test_a_submission_slurm_refused_denies_the_reservation_with_slurms_words_and_is_not_sent_again():
+    gn = generic_node(admissions=[admission("a1")], status={names.STATUS_ADMISSIONS: {"a1": entry(RESERVED)}})
+    refusal = "POST /slurm/v0.0.42/job/submit: HTTP 500: Invalid account or account/partition combination specified"
+    actions = run(gn, [], refusals={job_name("k8s-c1", "a1"): refusal})
+    assert [(d.uid, d.reason) for d in of(actions, DenyAdmission)] == [("a1", "Slurm refused the placeholder job: " + refusal)]
+    assert not of(actions, SubmitPlaceholder)
+    running = run(gn, [job("a1")], refusals={job_name("k8s-c1", "a1"): refusal})  # a job runs after all: it counts
+    assert of(running, GrantAdmission)
+
+
+def table_job(job_id, uid="a1", state="RUNNING", node="k8s-c1"):
+    return PlaceholderJob(job_id, job_name(node, uid), state, "c1", 1, 1024)
+
+
+def test_the_job_table_lists_once_then_reads_the_wanted_active_jobs_by_id_and_keeps_ended_ones_a_while():
+    table = PlaceholderJobTable(sweep_interval=600, ended_kept=300)
+    assert table.listing_due(0)
+    table.listed([table_job(1), table_job(2, "a2", "PENDING"), table_job(3, "a3", "CANCELLED"), table_job(4, "b1", node="k8s-c2")], now=0)
+    assert not table.listing_due(599) and table.listing_due(600)
+    assert table.to_read() == [1, 2, 4]  # ended jobs are not read again
+    assert table.to_read(lambda generic_node: generic_node == "k8s-c1") == [1, 2]
+    table.read(1, table_job(1, state="CANCELLED"), now=10)
+    table.read(2, None, now=10)  # slurmctld forgot it
+    table.submitted(table_job(5, "a5", "PENDING"), now=10)
+    assert sorted(j.job_id for j in table.snapshot(now=299)) == [1, 3, 4, 5]
+    assert sorted(j.job_id for j in table.snapshot(now=305)) == [1, 4, 5]  # job 3 ended at 0, more than 300 s ago
+    assert sorted(j.job_id for j in table.snapshot(now=311)) == [4, 5]
+
+
+def test_rest_slurm_reads_its_placeholder_jobs_by_id_after_the_first_listing():
+    requests = []
+
+    def answer(request):
+        requests.append((request.method, request.url.path.split("/", 3)[-1]))  # the endpoint, after /slurm/{version}/
+        if request.url.path.endswith("/ping"):
+            return httpx.Response(200, json={"pings": [{"pinged": "UP", "responding": True}]})
+        if request.url.path.endswith("/jobs"):
+            return httpx.Response(200, json={"jobs": [{"job_id": 5, "name": job_name("k8s-c1", "a1"), "job_state": ["RUNNING"], "nodes": "c1"},
+                                                      {"job_id": 6, "name": "user-job", "job_state": ["RUNNING"], "nodes": "c1"}]})
+        if request.url.path.endswith("/job/5"):
+            return httpx.Response(200, json={"jobs": [{"job_id": 5, "name": job_name("k8s-c1", "a1"), "job_state": ["CANCELLED"]}]})
+        if request.url.path.endswith("/job/submit"):
+            return httpx.Response(200, json={"job_id": 12})
+        if request.url.path.endswith("/job/12"):
+            return httpx.Response(500, json={"errors": [{"error_number": 2017, "description": "Invalid job id specified"}]})
+        return httpx.Response(404, text="Unable to find requested URL")
+
+    clock = [0.0]
+    slurm = RestSlurm("http://slurmrestd", transport=httpx.MockTransport(answer), user="slurm", clock=lambda: clock[0])
+    slurm.client.token = "t"
+    assert [j.job_id for j in slurm.placeholder_jobs()] == [5]
+    assert slurm.submit_placeholder(job_name("k8s-c1", "a2"), "c1", 1, 1024) == 12
+    del requests[:]
+    jobs = {j.job_id: j.state for j in slurm.placeholder_jobs()}
+    assert jobs == {5: "CANCELLED"}  # 12 is gone from Slurm: forgotten
+    assert sorted(requests) == [("GET", "job/12"), ("GET", "job/5")]
+    del requests[:]
+    slurm.placeholder_jobs()
+    assert requests == []  # nothing active left to read
+    clock[0] = slurm.job_table.sweep_interval
+    slurm.placeholder_jobs()
+    assert requests == [("GET", "jobs")]  # the sweep: one listing for jobs whose id was lost
