@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from fake_kube import FakeKube
 from fake_slurm import FakeNode, FakeSlurm
+from fake_slurmrestd import FakeSlurmrestd
 
 from hybridhpc_copilot import core, names, placeholder
 from hybridhpc_copilot.backoff import Backoff
@@ -86,7 +87,9 @@ class World:
     def restart(self):
         """A new copilot process: nothing survives but what Slurm and the API server hold."""
         # Slurm actions that failed wait out their backoff on a clock of their own: settle() moves it past any.
-        self.copilot = Copilot(self.kube, self.slurm, self.settings(), CLUSTER, clock=lambda: self.now,
+        # The copilot's own Slurm client, through the fake slurmrestd (no socket) to this world's Slurm.
+        slurm = FakeSlurmrestd(self.slurm, listen=False).rest_slurm()
+        self.copilot = Copilot(self.kube, slurm, self.settings(), CLUSTER, clock=lambda: self.now,
                                backoff=Backoff(clock=lambda: self.retry_clock))
 
     def run_pass(self, full: bool, drop: bool):

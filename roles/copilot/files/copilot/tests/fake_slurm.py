@@ -1,8 +1,13 @@
-"""An in-memory Slurm for the copilot's tests (it implements ``hybridhpc_copilot.slurm.Slurm``).
+"""Slurm's state behind the tests' one slurmrestd (``fake_slurmrestd.py``): nodes, jobs and slurmctld's rules.
 
 It schedules jobs against the count-only GRES like slurmctld does, reverts the
 GRES on reconfigure, and records every change so tests can check the rules
 (never above the configured count, never a drain cleared that it did not set).
+The copilot never talks to it directly: tests give it ``RestSlurm`` through
+``fake_slurmrestd`` (``rest_slurm_of(slurm)``, no socket), and play what
+happens in Slurm without the copilot (jobs, reconfigures, admins) on it.
+``fault(operation, node)`` runs before each call slurmrestd makes of it: an
+``SlurmUnavailable`` it raises is answered as slurmctld not answering.
 Test code only: the copilot role installs nothing of it.
 """
 

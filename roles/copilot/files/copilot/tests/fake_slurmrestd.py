@@ -52,7 +52,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "src"))
 
 from fake_slurm import FakeNode, FakeSlurm  # noqa: E402
 
-from hybridhpc_copilot.slurm import SlurmRefused  # noqa: E402
+from hybridhpc_copilot.slurm import RestSlurm, SlurmRefused, SlurmUnavailable  # noqa: E402
 
 VERSION = "v0.0.42"
 
@@ -85,7 +85,7 @@ def _plain(value) -> int:
 def node_json(view) -> dict:
     return {"name": view.name, "hostname": view.name, "gres": view.gres, "gres_used": view.gres_used,
             "alloc_cpus": view.alloc_cpus, "alloc_memory": view.alloc_memory_mb, "state": list(view.states),
-            "reason": view.reason, "cpus": 8, "real_memory": 16000}
+            "reason": view.reason, "cpus": view.cpus, "real_memory": view.memory_mb}
 
 
 class Dropped(Exception):
@@ -109,7 +109,8 @@ class FakeSlurmrestd:
     _CONFIGURED = ("name", "cpus", "memory_mb", "other_gres")
 
     def __init__(self, slurm: FakeSlurm, address="127.0.0.1", port=0, jwt_key: bytes | None = None, foreign_jobs: int = 0,
-                 state_file: pathlib.Path | None = None, audit_file: pathlib.Path | None = None, keep_requests: int | None = None):
+                 state_file: pathlib.Path | None = None, audit_file: pathlib.Path | None = None, keep_requests: int | None = None,
+                 listen: bool = True):
         self.slurm, self.jwt_key, self.state_file = slurm, jwt_key, state_file
         self.foreign_jobs = foreign_jobs_json(foreign_jobs) if foreign_jobs else b""
         self.requests: collections.deque = collections.deque(maxlen=keep_requests)  # (method, path, body)
@@ -121,8 +122,9 @@ class FakeSlurmrestd:
         self.skew = 0.0
         self._audit = open(audit_file, "a", encoding="utf-8") if audit_file else None  # noqa: SIM115 - open for the server's life
         self.load()
-        self.httpd = ThreadingHTTPServer((address, port), _handler(self))
-        self.httpd.daemon_threads = True
+        self.httpd = ThreadingHTTPServer((address, port), _handler(self)) if listen else None  # None: transport() only
+        if self.httpd is not None:
+            self.httpd.daemon_threads = True
 
     @property
     def url(self) -> str:
@@ -144,6 +146,12 @@ class FakeSlurmrestd:
 
     def __exit__(self, *exc):
         self.stop()
+
+    def rest_slurm(self, **options) -> RestSlurm:
+        """The copilot's own Slurm client (``RestSlurm``) talking to this slurmrestd through :meth:`transport`."""
+        slurm = RestSlurm("http://fake-slurmrestd", transport=self.transport(), user="slurm", **options)
+        slurm.client.token = "unchecked"  # a token is checked only with a jwt_key
+        return slurm
 
     def transport(self) -> httpx.MockTransport:
         """This slurmrestd without a socket, for an httpx client in the test's own thread."""
@@ -168,7 +176,7 @@ class FakeSlurmrestd:
             return _error(404, "Unable to find requested URL")
         token = headers.get("X-SLURM-USER-TOKEN") or ""
         record = {"t": time.time(), "method": method, "path": path, "now": self.now(), "exp": _token_exp(token),
-                  "token": token[-12:], "status": None, "bytes": 0}
+                  "token": token[-12:], "status": None, "bytes": 0} if self._audit is not None else {}  # the benchmark audits nothing
         try:
             answer = self._failure(method, path)
             if answer is None:
@@ -176,7 +184,8 @@ class FakeSlurmrestd:
             record.update(status=answer[0], bytes=len(answer[1]))
             return answer
         finally:
-            self.record(record)
+            if record:
+                self.record(record)
 
     def _held(self, method, path, serve):
         hold = self._take_hold(method, path)
@@ -203,6 +212,8 @@ class FakeSlurmrestd:
                 return self._slurm(method, parts[2:], body, denied)
             except SlurmRefused as err:
                 return _error(500, str(err), 2018 if "node name" in str(err) else 2072)
+            except SlurmUnavailable as err:  # a fault the model was told to raise: slurmctld did not answer
+                return _error(500, "Unable to contact slurm controller (%s)" % err, 1001)
 
     def _slurm(self, method, parts, body, denied) -> tuple[int, bytes]:
         slurm = self.slurm
@@ -301,9 +312,8 @@ class FakeSlurmrestd:
                 self.holds.append([body["method"], re.compile(body["path"]), body.get("phase", "before"), int(body.get("count", 1))])
             return _ok({})
         if name == "fail":
-            with self._controls:
-                self.failures.append([body["method"], re.compile(body["path"]), int(body.get("status", 500)), body["error"],
-                                      int(body.get("number", 0)), int(body.get("count", 1))])
+            self.fail(body["method"], body["path"], body["error"], int(body.get("number", 0)), int(body.get("status", 500)),
+                      int(body.get("count", 1)))
             return _ok({})
         if name == "release":
             self.release(bool(body.get("apply", True)))
@@ -312,6 +322,11 @@ class FakeSlurmrestd:
             self.skew = float(body.get("skew", 0))
             return _ok({"skew": self.skew})
         return _error(404, "no such fake endpoint")
+
+    def fail(self, method: str, path: str, error: str, number: int = 0, status: int = 500, count: int = 1) -> None:
+        """Answer the next ``count`` Slurm API requests matching (``path`` a regex) with Slurm's error, unapplied."""
+        with self._controls:
+            self.failures.append([method, re.compile(path), status, error, number, count])
 
     def _failure(self, method: str, path: str) -> tuple[int, bytes] | None:
         """The error to answer instead of serving the request, if a failure rule matches it."""
@@ -440,6 +455,11 @@ def _handler(server: FakeSlurmrestd):
         do_GET = do_POST = do_DELETE = _serve  # noqa: N815
 
     return Handler
+
+
+def rest_slurm_of(slurm: FakeSlurm, **options) -> RestSlurm:
+    """The copilot's Slurm client talking to ``slurm`` through this fake (no socket): how in-process tests give the copilot Slurm."""
+    return FakeSlurmrestd(slurm, listen=False).rest_slurm(**options)
 
 
 def nodes_from_specs(specs) -> list:

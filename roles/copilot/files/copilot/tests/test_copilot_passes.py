@@ -7,6 +7,7 @@ import time
 from copilot_builders import CLUSTER, admission, generic_node
 from fake_kube import FakeKube
 from fake_slurm import FakeNode, FakeSlurm
+from fake_slurmrestd import FakeSlurmrestd, rest_slurm_of
 
 from hybridhpc_copilot import core, loop, names
 from hybridhpc_copilot import kube as kube_kinds
@@ -24,7 +25,7 @@ def make_world(fault=None):
         kube.create(GENERICNODES, generic_node("k8s-" + name, name, finalizers=()))
     for pod in ("p1", "p2"):
         kube.create(PODS, {"metadata": {"name": pod, "namespace": "default"}, "status": {"phase": "Running"}})
-    copilot = Copilot(kube, slurm, core.Settings(configured={n: core.Capacity(4, 8000) for n in NODES}), CLUSTER)
+    copilot = Copilot(kube, rest_slurm_of(slurm), core.Settings(configured={n: core.Capacity(4, 8000) for n in NODES}), CLUSTER)
     assert copilot.sync(full=True).ok  # finalizers and ledgers everywhere
     copilot.pump()
     return kube, slurm, copilot
@@ -141,15 +142,16 @@ def test_among_many_nodes_an_event_pass_reads_only_its_own_from_slurm():
     for i in range(200):
         kube.create(GENERICNODES, generic_node("k8s-n%03d" % i, "n%03d" % i, finalizers=()))
     kube.create(PODS, {"metadata": {"name": "p1", "namespace": "default"}, "status": {"phase": "Running"}})
-    copilot = Copilot(kube, slurm, core.Settings(), CLUSTER)
+    rest = FakeSlurmrestd(slurm, listen=False)
+    copilot = Copilot(kube, rest.rest_slurm(), core.Settings(), CLUSTER)
     assert copilot.sync(full=True).ok
     copilot.pump()
-    reads, node_states = [], slurm.node_states
-    slurm.node_states = lambda names_=None: reads.append(names_) or node_states(names_)
+    rest.requests.clear()
     admit(kube, "k8s-n007", admission("a1"))
     copilot.pump()
     assert copilot.sync().ok and state(kube, "k8s-n007", "a1") == names.GRANTED
-    assert reads and all(names_ == ["n007"] for names_ in reads), reads
+    reads = [path.rsplit("/", 2)[-2:] for method, path, _body in rest.requests if method == "GET"]
+    assert reads and all(read == ["node", "n007"] for read in reads), reads
 
 
 def test_events_of_kubernetes_nodes_and_generic_nodes_that_share_no_slurm_node_run_no_round():

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 
-import httpx
 from copilot_builders import NOW, admission, entry, generic_node, observed, of, pod, slurm_node, status_of
 from fake_slurm import FakeNode, FakeSlurm
+from fake_slurmrestd import FakeSlurmrestd
 
 from hybridhpc_copilot import names
 from hybridhpc_copilot.core import DenyAdmission, GrantAdmission, ReleaseAdmission, ReserveAdmission, WriteStatus, reconcile
 from hybridhpc_copilot.job_table import PlaceholderJobTable
 from hybridhpc_copilot.placeholder import CancelPlaceholder, PlaceholderJob, SubmitPlaceholder, job_name, parse_job_name
-from hybridhpc_copilot.slurm import RestSlurm
 
 GRANTED, RESERVED, DENIED, RELEASED = names.GRANTED, names.RESERVED, names.DENIED, names.RELEASED
 
@@ -148,41 +146,14 @@ def test_the_fake_schedules_placeholder_jobs_against_cpus_and_memory():
 
 
 def test_rest_slurm_lists_submits_and_cancels_placeholder_jobs():
-    requests = []
-
-    def answer(request):
-        body = json.loads(request.content) if request.content else None
-        requests.append((request.method, request.url.path, body))
-        if request.url.path.split("/")[2] not in ("v0.0.40", "v0.0.41", "v0.0.42"):  # as Slurm 24.11 serves
-            return httpx.Response(404, text="Unable to find requested URL")
-        if request.url.path.endswith("/ping"):
-            return httpx.Response(200, json={"pings": [{"pinged": "UP", "responding": True}]})
-        if request.url.path.endswith("/jobs"):
-            return httpx.Response(
-                200,
-                json={
-                    "jobs": [
-                        {
-                            "job_id": 5,
-                            "name": "copilot-placeholder/k8s-c1/a1",
-                            "job_state": ["RUNNING"],
-                            "nodes": "c1",
-                            "cpus": {"set": True, "infinite": False, "number": 2},
-                            "memory_per_node": {"set": True, "infinite": False, "number": 3417},
-                        },
-                        {"job_id": 6, "name": "user-job", "job_state": ["RUNNING"], "nodes": "c1"},
-                    ]
-                },
-            )
-        if request.url.path.endswith("/job/submit"):
-            return httpx.Response(200, json={"job_id": 12})
-        return httpx.Response(200, json={})
-
-    slurm = RestSlurm("http://slurmrestd", transport=httpx.MockTransport(answer), user="slurm", placeholder_job={"partition": "plain", "time_limit": 1440})
-    slurm.client.token = "t"
-    assert slurm.placeholder_jobs() == [PlaceholderJob(5, "copilot-placeholder/k8s-c1/a1", "RUNNING", "c1", 2, 3417)]
-    assert slurm.submit_placeholder("copilot-placeholder/k8s-c1/a2", "c1", 3, 3417) == 12
-    submitted = requests[-1][2]
+    model = FakeSlurm([FakeNode("c1", 4, 8000, gres_shared=False)])
+    first = model.submit_placeholder("copilot-placeholder/k8s-c1/a1", "c1", 2, 3417)
+    rest = FakeSlurmrestd(model, listen=False, foreign_jobs=2)  # and two other users' jobs
+    slurm = rest.rest_slurm(placeholder_job={"partition": "plain", "time_limit": 1440})
+    assert slurm.placeholder_jobs() == [PlaceholderJob(first, "copilot-placeholder/k8s-c1/a1", "RUNNING", "c1", 2, 3417, "None")]
+    second = slurm.submit_placeholder("copilot-placeholder/k8s-c1/a2", "c1", 3, 3417)
+    assert model.jobs[second].name == "copilot-placeholder/k8s-c1/a2"
+    submitted = rest.requests[-1][2]
     assert submitted["script"].startswith("#!/bin/sh") and "sleep infinity" in submitted["script"]
     job = submitted["job"]
     assert (job["name"], job["partition"], job["required_nodes"], job["cpus_per_task"], job["tasks"]) == (
@@ -193,8 +164,8 @@ def test_rest_slurm_lists_submits_and_cancels_placeholder_jobs():
         1,
     )
     assert job["memory_per_node"]["number"] == 3417 and job["time_limit"]["number"] == 1440
-    slurm.cancel_job(12)
-    assert requests[-1][:2] == ("DELETE", "/slurm/v0.0.42/job/12")
+    slurm.cancel_job(second)
+    assert rest.requests[-1][:2] == ("DELETE", "/slurm/v0.0.42/job/%d" % second) and model.jobs[second].state == "CANCELLED"
 
 
 def test_a_submission_slurm_refused_denies_the_reservation_with_slurms_words_and_is_not_sent_again():
@@ -227,35 +198,25 @@ def test_the_job_table_lists_once_then_reads_the_wanted_active_jobs_by_id_and_ke
 
 
 def test_rest_slurm_reads_its_placeholder_jobs_by_id_after_the_first_listing():
-    requests = []
-
-    def answer(request):
-        requests.append((request.method, request.url.path.split("/", 3)[-1]))  # the endpoint, after /slurm/{version}/
-        if request.url.path.endswith("/ping"):
-            return httpx.Response(200, json={"pings": [{"pinged": "UP", "responding": True}]})
-        if request.url.path.endswith("/jobs"):
-            return httpx.Response(200, json={"jobs": [{"job_id": 5, "name": job_name("k8s-c1", "a1"), "job_state": ["RUNNING"], "nodes": "c1"},
-                                                      {"job_id": 6, "name": "user-job", "job_state": ["RUNNING"], "nodes": "c1"}]})
-        if request.url.path.endswith("/job/5"):
-            return httpx.Response(200, json={"jobs": [{"job_id": 5, "name": job_name("k8s-c1", "a1"), "job_state": ["CANCELLED"]}]})
-        if request.url.path.endswith("/job/submit"):
-            return httpx.Response(200, json={"job_id": 12})
-        if request.url.path.endswith("/job/12"):
-            return httpx.Response(500, json={"errors": [{"error_number": 2017, "description": "Invalid job id specified"}]})
-        return httpx.Response(404, text="Unable to find requested URL")
-
+    model = FakeSlurm([FakeNode("c1", 4, 8000, gres_shared=False)])
+    first = model.submit_placeholder(job_name("k8s-c1", "a1"), "c1", 1, 1024)
+    rest = FakeSlurmrestd(model, listen=False, foreign_jobs=3)
     clock = [0.0]
-    slurm = RestSlurm("http://slurmrestd", transport=httpx.MockTransport(answer), user="slurm", clock=lambda: clock[0])
-    slurm.client.token = "t"
-    assert [j.job_id for j in slurm.placeholder_jobs()] == [5]
-    assert slurm.submit_placeholder(job_name("k8s-c1", "a2"), "c1", 1, 1024) == 12
-    del requests[:]
-    jobs = {j.job_id: j.state for j in slurm.placeholder_jobs()}
-    assert jobs == {5: "CANCELLED"}  # 12 is gone from Slurm: forgotten
-    assert sorted(requests) == [("GET", "job/12"), ("GET", "job/5")]
-    del requests[:]
+    slurm = rest.rest_slurm(clock=lambda: clock[0])
+
+    def requests():
+        return sorted((method, path.split("/", 3)[-1]) for method, path, _body in rest.requests)  # the endpoint, after /slurm/{version}/
+
+    assert [j.job_id for j in slurm.placeholder_jobs()] == [first]
+    second = slurm.submit_placeholder(job_name("k8s-c1", "a2"), "c1", 1, 1024)
+    model.end_placeholder(first, "CANCELLED")
+    del model.jobs[second]  # gone from Slurm (MinJobAge)
+    rest.requests.clear()
+    assert {j.job_id: j.state for j in slurm.placeholder_jobs()} == {first: "CANCELLED"}  # the second forgotten
+    assert requests() == [("GET", "job/%d" % first), ("GET", "job/%d" % second)]
+    rest.requests.clear()
     slurm.placeholder_jobs()
-    assert requests == []  # nothing active left to read
+    assert requests() == []  # nothing active left to read
     clock[0] = slurm.job_table.sweep_interval
     slurm.placeholder_jobs()
-    assert requests == [("GET", "jobs")]  # the sweep: one listing for jobs whose id was lost
+    assert requests() == [("GET", "jobs")]  # the sweep: one listing for jobs whose id was lost
