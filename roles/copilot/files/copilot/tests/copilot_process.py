@@ -20,12 +20,12 @@ classes called in-process. Three parts, each a context manager, and
   process (``in_process=True``, the default: fault injection, held requests
   and paused watches need it) or as a ``python -m k8s_double`` process.
   Helpers speak HTTP to it, so they work the same in both modes.
-* :class:`FakeSlurmrestdProcess`: ``fake_slurmrestd.py`` in a process of its
-  own (run through this module's ``slurmrestd`` command), extended with what
-  fault tests need: Slurm's state kept in a file across restarts (slurmctld
-  keeps it when slurmrestd restarts), requests held before or after Slurm
-  applies them, a clock skew for the token check, and an audit of every
-  request with its token's expiry and the answer.
+* :class:`FakeSlurmrestdProcess`: ``fake_slurmrestd.py`` (the tests' one
+  slurmrestd) in a process of its own, with what fault tests need: Slurm's
+  state kept in a file across restarts (slurmctld keeps it when slurmrestd
+  restarts), requests held before or after Slurm applies them, requests
+  answered with a Slurm error, a clock skew for the token check, and an audit
+  of every request with its token's expiry, the answer and its size.
 * :class:`CopilotProcess`: writes the config file (token from a JWT key,
   short poll and watch intervals, no metrics endpoint unless asked) and runs
   the daemon; its JSON log lines go to a file per start, read back with
@@ -41,8 +41,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
-import itertools
 import json
 import os
 import pathlib
@@ -338,6 +336,11 @@ class KubeDouble:
         )
         self.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": {}})
 
+    def set_unschedulable(self, name: str, value: bool) -> dict:
+        """Cordon (``True``) or uncordon a Kubernetes Node, as ``kubectl cordon`` does."""
+        path = "/api/v1/nodes/%s" % name
+        return self.request("PATCH", path, {"spec": {"unschedulable": value}}, "application/merge-patch+json")
+
     def create_pod(self, name: str, namespace: str = "default") -> dict:
         return self.create(
             {
@@ -445,9 +448,9 @@ class FakeSlurmrestdProcess:
     slurm.conf's counts again (a slurmctld restart that reverted the GRES).
     """
 
-    def __init__(self, workdir: pathlib.Path, nodes: dict, jwt_key: pathlib.Path | None = None, port: int = 0):
+    def __init__(self, workdir: pathlib.Path, nodes: dict, jwt_key: pathlib.Path | None = None, port: int = 0, foreign_jobs: int = 0):
         self.workdir = pathlib.Path(workdir)
-        self.nodes, self.jwt_key, self.port = dict(nodes), jwt_key, port
+        self.nodes, self.jwt_key, self.port, self.foreign_jobs = dict(nodes), jwt_key, port, foreign_jobs
         self.state_file = self.workdir / "slurm-state.json"
         self.audit_file = self.workdir / "slurm-audit.jsonl"
         self.process: subprocess.Popen | None = None
@@ -462,8 +465,7 @@ class FakeSlurmrestdProcess:
         self.starts += 1
         args = [
             sys.executable,
-            str(pathlib.Path(__file__).resolve()),
-            "slurmrestd",
+            str(HERE / "fake_slurmrestd.py"),
             "--port",
             str(self.port),
             "--state-file",
@@ -475,6 +477,8 @@ class FakeSlurmrestdProcess:
             args += ["--node", "%s:%d:%d" % (name, cpus, memory)]
         if self.jwt_key is not None:
             args += ["--jwt-key", str(self.jwt_key)]
+        if self.foreign_jobs:
+            args += ["--foreign-jobs", str(self.foreign_jobs)]
         # Always the package's own FakeSlurm: HYBRIDHPC_COPILOT_SRC changes the daemon under test, not the reference.
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(PACKAGE / "src"), str(HERE)]))
         with open(self.workdir / ("slurmrestd-%d.log" % self.starts), "wb") as log:
@@ -533,7 +537,16 @@ class FakeSlurmrestdProcess:
         self._fake("POST", "end_job", {"node": node, "job": job})
 
     def reconfigure(self) -> None:
+        """``scontrol reconfigure``: GRES back at slurm.conf's counts, deleted nodes back from slurm.conf."""
         self._fake("POST", "reconfigure", {})
+
+    def delete_node(self, node: str) -> None:
+        """``scontrol delete nodename=NODE``: slurmrestd no longer lists it (until :meth:`reconfigure`)."""
+        self._fake("POST", "delete_node", {"node": node})
+
+    def drain(self, node: str, reason: str) -> None:
+        """An admin's ``scontrol update nodename=NODE state=DRAIN reason=...``."""
+        self._fake("POST", "drain", {"node": node, "reason": reason})
 
     # -- faults ----------------------------------------------------------------------------
     def hold(self, method: str, path: str, phase: str = "before", count: int = 1) -> None:
@@ -555,9 +568,14 @@ class FakeSlurmrestdProcess:
         return wait_until(enough, timeout, what="%d held slurmrestd request(s)" % count)
 
     def release(self, apply: bool = True) -> None:
-        """Let held requests go (and drop unused holds). ``apply=False``: close them unanswered, and a
-        request held before Slurm applied it never is."""
+        """Let held requests go (and drop unused holds and failure rules). ``apply=False``: close them
+        unanswered, and a request held before Slurm applied it never is."""
         self._fake("POST", "release", {"apply": apply})
+
+    def fail(self, method: str, path: str, error: str, number: int = 0, status: int = 500, count: int = 1) -> None:
+        """Answer the next ``count`` Slurm API requests matching (``path`` a regex) with Slurm's error ``error``
+        (``number``: its slurm_errno), unapplied, as slurmrestd answers a request slurmctld refused."""
+        self._fake("POST", "fail", {"method": method, "path": path, "error": error, "number": number, "status": status, "count": count})
 
     def set_clock_skew(self, seconds: float) -> None:
         """Check token expiry against a clock ``seconds`` ahead (tokens expire that much sooner)."""
@@ -565,8 +583,8 @@ class FakeSlurmrestdProcess:
 
     def audit(self) -> list:
         """Every Slurm API request since the first start, restarts included: ``method``, ``path``,
-        ``status`` (None: dropped unanswered), ``exp`` (the token's), ``now`` (the token check's clock),
-        ``token`` (its last characters), ``t`` (when it arrived)."""
+        ``status`` (None: dropped unanswered), ``bytes`` (of the answer's body), ``exp`` (the token's),
+        ``now`` (the token check's clock), ``token`` (its last characters), ``t`` (when it arrived)."""
         if not self.audit_file.exists():
             return []
         return [json.loads(line) for line in self.audit_file.read_text().splitlines() if line.endswith("}")]
@@ -720,7 +738,9 @@ class CopilotHarness:
 
     ``nodes``: Slurm node -> (k8scpu, k8smemory), both in Slurm and in the
     copilot's config. ``copilot_settings`` go over the config defaults (see
-    :class:`CopilotProcess`). Leaving the ``with`` block stops everything.
+    :class:`CopilotProcess`); ``foreign_jobs``: other users' jobs slurmrestd
+    lists (see :class:`FakeSlurmrestdProcess`). Leaving the ``with`` block
+    stops everything.
     """
 
     def __init__(
@@ -731,6 +751,7 @@ class CopilotHarness:
         kube_window: int = 1000,
         cluster: str = DEFAULT_CLUSTER,
         copilot_settings: dict | None = None,
+        foreign_jobs: int = 0,
     ):
         self.workdir = pathlib.Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -739,7 +760,7 @@ class CopilotHarness:
         self.jwt_key = self.workdir / "jwt_hs256.key"
         self.jwt_key.write_bytes(os.urandom(32))
         self.kube = KubeDouble(self.workdir, kube_in_process, kube_window)
-        self.slurm = FakeSlurmrestdProcess(self.workdir, self.nodes, self.jwt_key)
+        self.slurm = FakeSlurmrestdProcess(self.workdir, self.nodes, self.jwt_key, foreign_jobs=foreign_jobs)
         self._copilot_settings = copilot_settings
         self.copilot: CopilotProcess | None = None
 
@@ -766,255 +787,3 @@ class CopilotHarness:
         self.kube.add_shared_node(generic_node, slurm_node, self.cluster)
         for pod in pods:
             self.kube.create_pod(pod)
-
-
-# -- the slurmrestd process: fake_slurmrestd.py with state, holds, clock skew and an audit -----------
-
-
-class _Held:
-    def __init__(self, method: str, path: str, phase: str):
-        self.method, self.path, self.phase = method, path, phase
-        self.released = threading.Event()
-        self.apply = True
-
-
-class _Controls:
-    """What this module's slurmrestd adds to fake_slurmrestd's server (shared by its handler threads)."""
-
-    HOLD_LIMIT = 60.0  # a held request nobody releases goes on after this, so no thread waits forever
-
-    def __init__(self, server, state_file: pathlib.Path | None, audit_file: pathlib.Path | None):
-        self.server, self.state_file = server, state_file
-        self.lock = threading.Lock()
-        self.rules: list = []  # [method, compiled path, phase, count]
-        self.held: list[_Held] = []
-        self.skew = 0.0
-        self._audit = open(audit_file, "a", encoding="utf-8") if audit_file else None  # open for the process's life
-
-    def record(self, entry: dict) -> None:
-        if self._audit is not None:
-            with self.lock:
-                self._audit.write(json.dumps(entry) + "\n")
-                self._audit.flush()
-
-    def now(self) -> float:
-        return time.time() + self.skew
-
-    def check_token(self, headers):
-        """fake_slurmrestd's rule (no token 401, bad or expired 511), on this server's clock."""
-        if self.server.jwt_key is None:
-            return None
-        token = headers.get("X-SLURM-USER-TOKEN")
-        if not token:
-            return 401
-        from hybridhpc_copilot._vendor import jwt
-
-        try:
-            jwt.decode_hs256_token(token, self.server.jwt_key, now=self.now())
-        except ValueError:
-            return 511
-        return None
-
-    def take_hold(self, method: str, path: str) -> _Held | None:
-        with self.lock:
-            for rule in self.rules:
-                if rule[0] == method and rule[1].search(path) and rule[3] > 0:
-                    rule[3] -= 1
-                    held = _Held(method, path, rule[2])
-                    self.held.append(held)
-                    return held
-        return None
-
-    def wait(self, held: _Held) -> bool:
-        held.released.wait(self.HOLD_LIMIT)
-        with self.lock:
-            if held in self.held:
-                self.held.remove(held)
-        return held.apply
-
-    def release(self, apply: bool) -> None:
-        with self.lock:
-            self.rules.clear()
-            for held in self.held:
-                held.apply = apply
-                held.released.set()
-
-    # -- Slurm's state on disk ---------------------------------------------------------------
-    # Every FakeNode field but slurm.conf's (name, configured counts, other GRES) is Slurm's state.
-    _CONFIGURED = ("name", "cpus", "memory_mb", "other_gres")
-
-    def save(self) -> None:
-        if self.state_file is None:
-            return
-        slurm = self.server.slurm
-        nodes = {}
-        for name, node in slurm.nodes.items():
-            saved = {f.name: getattr(node, f.name) for f in dataclasses.fields(node) if f.name not in self._CONFIGURED}
-            saved["jobs"] = [[job, *spec] for job, spec in node.jobs.items()]
-            nodes[name] = saved
-        next_job = max([job for node in slurm.nodes.values() for job in node.jobs] + [0]) + 1
-        temporary = self.state_file.with_suffix(".tmp")
-        temporary.write_text(json.dumps({"next_job": next_job, "nodes": nodes}))
-        os.replace(temporary, self.state_file)
-
-    def load(self) -> None:
-        if self.state_file is None or not self.state_file.exists():
-            return
-        data = json.loads(self.state_file.read_text())
-        slurm = self.server.slurm
-        for name, saved in data["nodes"].items():
-            node = slurm.nodes.get(name)
-            if node is None:
-                continue
-            for key, value in saved.items():
-                if key == "jobs":
-                    value = {job: tuple(spec) for job, *spec in value}
-                elif isinstance(getattr(node, key, None), tuple):
-                    value = tuple(value)
-                setattr(node, key, value)
-        slurm._ids = itertools.count(data["next_job"])
-
-    def state(self) -> dict:
-        slurm = self.server.slurm
-        nodes = {}
-        for name, node in slurm.nodes.items():
-            nodes[name] = {
-                "gres": node.gres,
-                "k8scpu": node.count_cpu,
-                "k8smemory": node.count_mem,
-                "configured": [node.cpus, node.memory_mb],
-                "used": list(node.used),
-                "jobs": {str(job): list(spec) for job, spec in node.jobs.items()},
-                "states": list(node.states),
-                "reason": node.reason,
-            }
-        return {"nodes": nodes, "violations": list(slurm.violations)}
-
-
-def _extended_handler(base, controls: _Controls):
-    class Handler(base):
-        _status = None
-        _captured = None  # a list while the answer of an applied request is held back
-
-        def send_response(self, code, message=None):
-            self._status = code
-            super().send_response(code, message)
-
-        def _send(self, code, body):
-            if self._captured is not None:
-                self._captured.append((code, body))
-                return
-            super()._send(code, body)
-
-        def _route(self, method):
-            if not self.path.startswith("/slurm/"):
-                return super()._route(method)
-            token = self.headers.get("X-SLURM-USER-TOKEN") or ""
-            record = {
-                "t": time.time(),
-                "method": method,
-                "path": self.path,
-                "now": controls.now(),
-                "exp": _token_exp(token),
-                "token": token[-12:],
-                "status": None,
-            }
-            held = controls.take_hold(method, self.path)
-            if held is not None and held.phase == "before" and not controls.wait(held):
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                self.close_connection = True
-                controls.record(record)
-                return None
-            if held is not None and held.phase == "after":
-                self._captured = []
-            super()._route(method)
-            if method == "POST":
-                with controls.server.lock:
-                    controls.save()
-            if held is not None and held.phase == "after":
-                captured, self._captured = self._captured, None
-                if controls.wait(held):
-                    for code, body in captured:
-                        super()._send(code, body)
-                else:
-                    self.close_connection = True
-            record["status"] = self._status
-            controls.record(record)
-            return None
-
-        def _fake(self, parts, body):
-            if parts == ["state"]:
-                with controls.server.lock:
-                    return self._send(200, controls.state())
-            if parts == ["held"]:
-                with controls.lock:
-                    held = [{"method": h.method, "path": h.path, "phase": h.phase} for h in controls.held]
-                return self._send(200, {"held": held})
-            if parts == ["hold"]:
-                with controls.lock:
-                    controls.rules.append([body["method"], re.compile(body["path"]), body.get("phase", "before"), int(body.get("count", 1))])
-                return self._send(200, {})
-            if parts == ["release"]:
-                controls.release(bool(body.get("apply", True)))
-                return self._send(200, {})
-            if parts == ["clock"]:
-                controls.skew = float(body.get("skew", 0))
-                return self._send(200, {"skew": controls.skew})
-            if parts == ["end_job"]:
-                with controls.server.lock:
-                    controls.server.slurm.end_job(body["node"], int(body["job"]))
-                    controls.save()
-                return self._send(200, {})
-            result = super()._fake(parts, body)
-            if parts in (["job"], ["reconfigure"]):
-                with controls.server.lock:
-                    controls.save()
-            return result
-
-    return Handler
-
-
-def _token_exp(token: str):
-    import base64
-
-    try:
-        claims = token.split(".")[1]
-        return json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4))).get("exp")
-    except (IndexError, ValueError):
-        return None
-
-
-def serve_slurmrestd(argv=None) -> int:
-    """``python copilot_process.py slurmrestd --port P --node c1:4:8000 [--jwt-key F] [--state-file F]``."""
-    import argparse
-    import collections
-
-    from fake_slurm import FakeSlurm
-    from fake_slurmrestd import FakeSlurmrestd, nodes_from_specs
-
-    parser = argparse.ArgumentParser(prog="copilot_process.py slurmrestd")
-    parser.add_argument("--address", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--node", action="append", default=[], help="NAME:K8SCPU:K8SMEMORY (repeatable)")
-    parser.add_argument("--jwt-key")
-    parser.add_argument("--state-file", help="keep Slurm's state here across restarts")
-    parser.add_argument("--audit-file", help="append every Slurm API request here (JSON lines)")
-    args = parser.parse_args(argv)
-    key = pathlib.Path(args.jwt_key).read_bytes() if args.jwt_key else None
-    server = FakeSlurmrestd(FakeSlurm(nodes_from_specs(args.node)), args.address, args.port, key)
-    server.requests = collections.deque(maxlen=1000)  # fake_slurmrestd keeps every request; a long run must not
-    controls = _Controls(server, pathlib.Path(args.state_file) if args.state_file else None, pathlib.Path(args.audit_file) if args.audit_file else None)
-    controls.load()
-    server.check_token = controls.check_token
-    server.httpd.RequestHandlerClass = _extended_handler(server.httpd.RequestHandlerClass, controls)
-    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.httpd.shutdown).start())
-    print("fake slurmrestd listening on %s" % server.url, flush=True)
-    server.httpd.serve_forever(0.05)
-    server.httpd.server_close()
-    return 0
-
-
-if __name__ == "__main__":
-    if sys.argv[1:2] == ["slurmrestd"]:
-        sys.exit(serve_slurmrestd(sys.argv[2:]))
-    sys.exit("usage: copilot_process.py slurmrestd --port P --node NAME:K8SCPU:K8SMEMORY [--jwt-key F] [--state-file F]")

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 
 from fake_kube import FakeKube
 from fake_slurm import FakeNode, FakeSlurm
+from fake_slurmrestd import FakeSlurmrestd
 
 from hybridhpc_copilot import core, names, placeholder
+from hybridhpc_copilot.backoff import Backoff
 from hybridhpc_copilot.kube import GENERICNODES, NODES, PODS, Conflict, TemporaryError
 from hybridhpc_copilot.loop import Copilot
 from hybridhpc_copilot.slurm import SlurmUnavailable
@@ -49,6 +51,7 @@ class World:
     seed: int = 0
     strategy: str = "gres"
     now: float = 1_800_000_000.0
+    retry_clock: float = 0.0  # the copilot's clock for retrying failed Slurm actions (monotonic in the daemon)
     faults: str = "none"
     fault_rate: float = 0.0
     drop_rate: float = 0.0
@@ -83,7 +86,11 @@ class World:
 
     def restart(self):
         """A new copilot process: nothing survives but what Slurm and the API server hold."""
-        self.copilot = Copilot(self.kube, self.slurm, self.settings(), CLUSTER, clock=lambda: self.now)
+        # Slurm actions that failed wait out their backoff on a clock of their own: settle() moves it past any.
+        # The copilot's own Slurm client, through the fake slurmrestd (no socket) to this world's Slurm.
+        slurm = FakeSlurmrestd(self.slurm, listen=False).rest_slurm()
+        self.copilot = Copilot(self.kube, slurm, self.settings(), CLUSTER, clock=lambda: self.now,
+                               backoff=Backoff(clock=lambda: self.retry_clock))
 
     def run_pass(self, full: bool, drop: bool):
         dropper = (lambda event, obj: self.rng.random() < self.drop_rate) if drop else None
@@ -142,6 +149,7 @@ class World:
 
     def op_tick(self, seconds):
         self.now += seconds
+        self.retry_clock += seconds
 
     def op_compact(self):
         self.kube.compact()
@@ -339,6 +347,7 @@ class World:
     def settle(self):
         """No faults, no lost events, one full resync: then the ledger must match Slurm exactly."""
         self.faults, self.drop_rate, self.concurrent = "none", 0.0, []
+        self.retry_clock += 3600  # a resync long after the last failure
         self.run_pass(full=True, drop=False)
         for _ in range(2):  # a refused registration whose jobs are gone: the node agent registers, the copilot resumes
             if not any("INVALID_REG" in n.states for n in self.slurm.nodes.values()):

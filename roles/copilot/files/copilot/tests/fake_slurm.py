@@ -1,8 +1,13 @@
-"""An in-memory Slurm for the copilot's tests (it implements ``hybridhpc_copilot.slurm.Slurm``).
+"""Slurm's state behind the tests' one slurmrestd (``fake_slurmrestd.py``): nodes, jobs and slurmctld's rules.
 
 It schedules jobs against the count-only GRES like slurmctld does, reverts the
 GRES on reconfigure, and records every change so tests can check the rules
 (never above the configured count, never a drain cleared that it did not set).
+The copilot never talks to it directly: tests give it ``RestSlurm`` through
+``fake_slurmrestd`` (``rest_slurm_of(slurm)``, no socket), and play what
+happens in Slurm without the copilot (jobs, reconfigures, admins) on it.
+``fault(operation, node)`` runs before each call slurmrestd makes of it: an
+``SlurmUnavailable`` it raises is answered as slurmctld not answering.
 Test code only: the copilot role installs nothing of it.
 """
 
@@ -35,6 +40,7 @@ class FakeNode:
     registered: tuple = ()  # the counts slurmd last registered with (slurmctld's gres_cnt_found)
     gres_shared: bool = True  # False: a stock node without k8scpu/k8smemory (the placeholder strategy)
     placeholders: tuple = (0, 0)  # CPUs and MB the running placeholder jobs hold
+    deleted: bool = False  # ``scontrol delete nodename``: gone from Slurm until a reconfigure reads slurm.conf again
 
     def __post_init__(self):
         if self.count_cpu < 0:
@@ -57,7 +63,7 @@ class FakeNode:
     def fits(self, cpus: int, memory_mb: int) -> bool:
         """Whether a job of this size can start now (slurmctld's view: GRES counts, or CPUs and memory)."""
         used = self.used
-        if "DRAIN" in self.states:
+        if "DRAIN" in self.states or self.deleted:
             return False
         if self.gres_shared:
             return used[0] + cpus <= self.count_cpu and used[1] + memory_mb <= self.count_mem
@@ -117,7 +123,7 @@ class FakeSlurm:
         self._check("node_states")
         self.schedule()
         wanted = self.nodes if names is None else [n for n in names if n in self.nodes]
-        return {n: self.nodes[n].view() for n in wanted}
+        return {n: self.nodes[n].view() for n in wanted if not self.nodes[n].deleted}
 
     def set_node_gres(self, name: str, gres: str) -> None:
         self._check("set_node_gres", name)
@@ -136,7 +142,7 @@ class FakeSlurm:
         node.count_cpu, node.count_mem = cpu, mem  # Slurm accepts a count under the usage too
         node.reverted = False
 
-    def placeholder_jobs(self) -> list[PlaceholderJob]:
+    def placeholder_jobs(self, wanted: Callable[[str], bool] | None = None) -> list[PlaceholderJob]:
         self._check("placeholder_jobs")
         self.schedule()
         return list(self.jobs.values())
@@ -187,7 +193,7 @@ class FakeSlurm:
         self.register(name)  # slurmctld asks a resumed node to register again
 
     def _node(self, name) -> FakeNode:
-        if name not in self.nodes:
+        if name not in self.nodes or self.nodes[name].deleted:
             raise SlurmRefused("Invalid node name specified (error 2018)")
         return self.nodes[name]
 
@@ -211,6 +217,7 @@ class FakeSlurm:
         passes and records slurm.conf's counts.
         """
         for node in self.nodes.values() if name is None else [self.nodes[name]]:
+            node.deleted = False  # slurm.conf still lists it
             if (node.count_cpu, node.count_mem) != (node.cpus, node.memory_mb):
                 node.count_cpu, node.count_mem = node.cpus, node.memory_mb
                 node.reverted = True
@@ -251,6 +258,11 @@ class FakeSlurm:
         if "INVALID_REG" in node.states:
             node.states.remove("INVALID_REG")
         return True
+
+    def delete_node(self, name: str) -> None:
+        """``scontrol delete nodename=NAME``: Slurm forgets the node (and its drain) until slurm.conf is read again."""
+        node = self.nodes[name]
+        node.deleted, node.states, node.reason = True, ["IDLE"], ""
 
     def admin_drain(self, name: str, reason: str) -> None:
         node = self.nodes[name]

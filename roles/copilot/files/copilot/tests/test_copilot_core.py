@@ -429,3 +429,39 @@ def test_a_refusal_hidden_behind_another_drain_reason_is_left_to_the_admin():
     actions = reconcile(observed([granted_node()], [pod()], [node], [KubeNode("k8s-c1")]))
     assert not of(actions, ResumeNode)
     assert of(actions, AnnotateNode)[0].value == "bad DIMM"
+
+
+# -- a Slurm node that vanished -------------------------------------------------------------
+
+
+def missing_condition(actions):
+    conditions = status_of(actions)[names.STATUS_CONDITIONS]
+    return next(c for c in conditions if c["type"] == names.CONDITION_SLURM_NODE_MISSING)
+
+
+def test_a_slurm_node_that_vanished_keeps_grants_and_reservations_until_the_timeout_and_shows_a_condition():
+    held = {"a1": entry(GRANTED), "a2": entry(RESERVED, pod="p2", uid="pod-uid-p2", since=NOW - 30)}
+    gn = generic_node(admissions=[admission("a1"), admission("a2", pod="p2")], status={names.STATUS_ADMISSIONS: held})
+    actions = reconcile(observed([gn], [pod(), pod("p2")], [slurm_node(name="c9")], reservation_timeout=60))
+    assert {uid: e["state"] for uid, e in ledger(actions).items()} == {"a1": GRANTED, "a2": RESERVED}
+    assert not [a for a in actions if isinstance(a, (DenyAdmission, ReleaseAdmission, SetGres, RemoveFinalizer))]
+    missing = missing_condition(actions)
+    assert (missing["status"], missing["reason"]) == ("True", "NotInSlurm") and "no node c1 (spec.alias)" in missing["message"]
+    late = reconcile(observed([gn], [pod(), pod("p2")], [slurm_node(name="c9")], reservation_timeout=20))
+    assert [(d.uid, d.reason) for d in of(late, DenyAdmission)] == [("a2", "Slurm has had no node c1 for 20s")]
+
+
+def test_the_missing_condition_goes_false_once_the_node_is_back_and_never_appears_on_nodes_slurm_always_had():
+    gone = reconcile(observed([generic_node()], [], [slurm_node(name="c9")]))
+    back = reconcile(observed([generic_node(status=status_of(gone))], [], [slurm_node()]))
+    assert (missing_condition(back)["status"], missing_condition(back)["reason"]) == ("False", "InSlurm")
+    always = status_of(reconcile(observed([generic_node()], [], [slurm_node()])))
+    assert names.CONDITION_SLURM_NODE_MISSING not in [c["type"] for c in always.get(names.STATUS_CONDITIONS) or []]
+    unread = reconcile(observed([generic_node(status=status_of(gone))], [], slurm_down=True))
+    assert not of(unread, WriteStatus)  # Slurm unread: the condition stays as recorded
+
+
+def test_a_node_slurm_lists_without_the_shared_gres_denies_its_reservations_at_once():
+    gn = generic_node(admissions=[admission("a1")], status={names.STATUS_ADMISSIONS: {"a1": entry(RESERVED)}})
+    actions = reconcile(observed([gn], [pod()], [core.SlurmNode(name="c1", gres="gpu:2")], configured={}))
+    assert [d.uid for d in of(actions, DenyAdmission)] == ["a1"]

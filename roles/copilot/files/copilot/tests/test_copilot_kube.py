@@ -12,6 +12,7 @@ import httpx
 import pytest
 from copilot_builders import CLUSTER, admission, generic_node, parse_exposition
 from fake_slurm import FakeNode, FakeSlurm
+from fake_slurmrestd import rest_slurm_of
 
 from hybridhpc_copilot import core, names
 from hybridhpc_copilot.kube import GENERICNODES, NODES, PODS, Conflict, Gone, KubeClient, PermanentError, TemporaryError
@@ -176,7 +177,7 @@ def settings():
 def test_a_pass_grants_an_admission_through_the_real_api_and_the_crd_accepts_the_ledger(kube, world):
     slurm = FakeSlurm([FakeNode("c1", 4, 8000)])
     add_admission(kube, "k8s-c1", admission("a1", cpu="2735m", memory="3417Mi"))
-    result = Copilot(kube, slurm, settings(), CLUSTER).sync(full=True)
+    result = Copilot(kube, rest_slurm_of(slurm), settings(), CLUSTER).sync(full=True)
     assert result.ok, result.errors
     status = kube.get_object(GENERICNODES, "k8s-c1")["status"]
     assert status["admissions"]["a1"]["state"] == names.GRANTED
@@ -186,7 +187,7 @@ def test_a_pass_grants_an_admission_through_the_real_api_and_the_crd_accepts_the
     assert kube.get_object(GENERICNODES, "k8s-c1")["metadata"]["finalizers"] == [names.FINALIZER]
     # The pod goes away: the next pass releases the admission and gives the GRES back.
     world.state.delete(world.state.types[("", "pods")], "default", "p1")
-    assert Copilot(kube, slurm, settings(), CLUSTER).sync(full=True).ok
+    assert Copilot(kube, rest_slurm_of(slurm), settings(), CLUSTER).sync(full=True).ok
     assert kube.get_object(GENERICNODES, "k8s-c1")["status"]["admissions"]["a1"]["state"] == names.RELEASED
     assert slurm.nodes["c1"].gres == "k8scpu:4,k8smemory:8000"
 
@@ -195,7 +196,7 @@ def test_a_dry_run_changes_nothing(kube, world):
     slurm = FakeSlurm([FakeNode("c1", 4, 8000)])
     add_admission(kube, "k8s-c1", admission("a1"))
     before = kube.get_object(GENERICNODES, "k8s-c1")
-    result = Copilot(kube, slurm, settings(), CLUSTER, dry_run=True).sync(full=True)
+    result = Copilot(kube, rest_slurm_of(slurm), settings(), CLUSTER, dry_run=True).sync(full=True)
     assert {a.kind for a in result.actions} >= {"ReserveAdmission", "WriteStatus", "SetGres", "AddFinalizer"}
     assert kube.get_object(GENERICNODES, "k8s-c1") == before
     assert slurm.nodes["c1"].gres == "k8scpu:4,k8smemory:8000"
@@ -204,7 +205,7 @@ def test_a_dry_run_changes_nothing(kube, world):
 def test_a_conflicting_writer_makes_the_copilot_reread_and_decide_again(kube, world):
     slurm = FakeSlurm([FakeNode("c1", 4, 8000)])
     add_admission(kube, "k8s-c1", admission("a1"))
-    copilot = Copilot(kube, slurm, settings(), CLUSTER)
+    copilot = Copilot(kube, rest_slurm_of(slurm), settings(), CLUSTER)
     copilot.relist()
     add_admission(kube, "k8s-c1", admission("a2", pod="p1", cpu="1"))  # the scheduler writes after our list
     result = copilot.sync()
@@ -234,7 +235,7 @@ def test_the_daemon_watches_wakes_grants_notifies_systemd_and_serves_metrics(kub
     slurm = FakeSlurm([FakeNode("c1", 4, 8000)])
     metrics = Metrics()
     runner = None
-    copilot = Copilot(kube, slurm, settings(), CLUSTER, metrics=metrics, on_change=lambda what: runner.changed(what))
+    copilot = Copilot(kube, rest_slurm_of(slurm), settings(), CLUSTER, metrics=metrics, on_change=lambda what: runner.changed(what))
     runner = Runner(copilot, notifier, resync_interval=30, poll_interval=0.2, watch_timeout=2, debounce=0.05)
     server = metrics.serve("127.0.0.1", 0)
     thread = threading.Thread(target=runner.run, daemon=True)

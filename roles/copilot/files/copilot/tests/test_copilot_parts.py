@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import importlib
 import json
 import pathlib
@@ -14,10 +15,11 @@ import pytest
 from copilot_builders import CLUSTER, admission, entry, generic_node, parse_exposition
 from fake_kube import FakeKube
 from fake_slurm import FakeNode, FakeSlurm
-from fake_slurmrestd import FakeSlurmrestd
+from fake_slurmrestd import FakeSlurmrestd, rest_slurm_of
 
-from hybridhpc_copilot import config, core, names, tokens, units
+from hybridhpc_copilot import config, core, loop, names, placeholder, tokens, units
 from hybridhpc_copilot._vendor import jwt
+from hybridhpc_copilot.backoff import Backoff
 from hybridhpc_copilot.kube import (
     GENERICNODES,
     NODES,
@@ -178,18 +180,19 @@ def test_rest_slurm_reads_and_changes_nodes_through_slurmrestd(tmp_path):
 
 
 def test_rest_slurm_maps_unavailability(tmp_path):
-    def handler(request):
-        if request.url.path.endswith("/ping"):
-            return httpx.Response(200, json={"pings": [{"pinged": "UP"}]})
-        return httpx.Response(500, json={"errors": [{"error_number": 1001, "description": "Unable to contact slurm controller"}]})
+    def controller_down(_operation, _node):
+        raise SlurmUnavailable("connect failure")
 
-    slurm = RestSlurm("http://x", transport=httpx.MockTransport(handler))
+    slurm = rest_slurm_of(FakeSlurm([FakeNode("c1", 4, 8000)], fault=controller_down))  # slurmrestd answers 500, error 1001
     with pytest.raises(SlurmUnavailable):
         slurm.node_states()
-    down = RestSlurm("http://127.0.0.1:9", transport=httpx.MockTransport(lambda r: httpx.Response(503)))
+    rest = FakeSlurmrestd(FakeSlurm([FakeNode("c1", 4, 8000)]), listen=False)
+    down = rest.rest_slurm()
     down.client._sleep = lambda s: None
+    rest.fail("GET", "/nodes$", "Service Unavailable", status=503, count=10)
     with pytest.raises(SlurmUnavailable):
         down.node_states()
+    assert len([r for r in rest.requests if r[1].endswith("/nodes")]) == 3  # two retries, then unavailable
 
 
 def test_node_json_of_every_data_parser_version():
@@ -208,7 +211,7 @@ def test_the_executor_falls_back_when_slurm_refuses_a_count_under_its_usage():
 
     slurm = Refusing([FakeNode("c1", 4, 8000)])
     kube = FakeKube()
-    executor = Executor(kube, slurm, Informer(kube, GENERICNODES))
+    executor = Executor(kube, rest_slurm_of(slurm), Informer(kube, GENERICNODES))
     outcome = executor.run([core.SetGres(None, "c1", "k8scpu:2,k8smemory:8000", (2, 8000), "r", "k8scpu:3,k8smemory:8000")])
     assert not outcome.errors and slurm.nodes["c1"].gres == "k8scpu:3,k8smemory:8000"
 
@@ -228,7 +231,7 @@ def test_the_informer_ignores_older_events_and_relists_after_gone():
     for i in range(3):
         kube.annotate_node("n", "b", str(i))
     informer.resource_version = "0"
-    copilot = Copilot(kube, FakeSlurm(), core.Settings(), CLUSTER)
+    copilot = Copilot(kube, rest_slurm_of(FakeSlurm()), core.Settings(), CLUSTER)
     copilot.nodes = informer
     copilot.informers = (informer,)
     copilot.pump()  # 410 Gone: listed again
@@ -240,7 +243,7 @@ def test_decisions_are_logged_only_once_the_ledger_took_them():
     kube.create(GENERICNODES, generic_node(status={}))
     informer = Informer(kube, GENERICNODES)
     informer.relist()
-    executor = Executor(kube, FakeSlurm([FakeNode("c1", 4, 8000)]), informer)
+    executor = Executor(kube, rest_slurm_of(FakeSlurm([FakeNode("c1", 4, 8000)])), informer)
     obj = informer.get("k8s-c1")
     outcome = executor.run([core.GrantAdmission("k8s-c1", "a1", "r"),
                             core.WriteStatus("k8s-c1", obj["metadata"]["resourceVersion"], {"admissions": {}}),
@@ -252,7 +255,7 @@ def test_pod_cache_misses_are_confirmed_with_a_get():
     kube = FakeKube()
     kube.create(GENERICNODES, generic_node(admissions=[admission("a1")], status={"admissions": {}}))
     kube.create(PODS, {"metadata": {"name": "p1", "namespace": "default"}, "status": {"phase": "Running"}})
-    copilot = Copilot(kube, FakeSlurm([FakeNode("c1", 4, 8000)]), core.Settings(), CLUSTER)
+    copilot = Copilot(kube, rest_slurm_of(FakeSlurm([FakeNode("c1", 4, 8000)])), core.Settings(), CLUSTER)
     copilot.generic_nodes.relist()
     copilot.nodes.relist()
     copilot.pods.resource_version = str(kube.rv)  # "synced", but it never saw p1
@@ -270,7 +273,7 @@ def test_the_ledger_gauges_are_read_from_the_cache_at_each_scrape(use_prometheus
     kube.create(GENERICNODES, generic_node("k8s-c2", "c2", status={}, finalizers=()))
     kube.create(GENERICNODES, generic_node("k8s-x", "x", node_type="Other", status=status))
     metrics = Metrics(use_prometheus_client)
-    copilot = Copilot(kube, FakeSlurm(), core.Settings(), CLUSTER, metrics=metrics)
+    copilot = Copilot(kube, rest_slurm_of(FakeSlurm()), core.Settings(), CLUSTER, metrics=metrics)
     copilot.relist()
     samples = parse_exposition(metrics.exposition().decode())
     assert samples[("hybridhpc_copilot_ledger_allocated", (("node", "k8s-c1"), ("resource", "cpu"), ("type", "Kubernetes")))] == 1.5
@@ -312,12 +315,12 @@ def test_compacted_objects_are_equal_share_their_small_parts_and_leave_the_origi
 
 def test_the_poller_remembers_fingerprints_not_snapshots():
     slurm = FakeSlurm([FakeNode("c1", 4, 8000), FakeNode("c2", 4, 8000)])
-    poller = SlurmPoller(slurm)
+    poller = SlurmPoller(rest_slurm_of(slurm))
     fresh = poller.poll()
     assert poller.nodes == {name: hash(node) for name, node in fresh.items()}
     slurm.nodes["c2"].count_cpu = 3
-    assert poller.poll_nodes(["c2"])["c2"].counts == (3, 8000)
-    assert poller.nodes["c2"] == hash(slurm.node_states(["c2"])["c2"])
+    c2 = poller.poll_nodes(["c2"])["c2"]
+    assert c2.counts == (3, 8000) and poller.nodes["c2"] == hash(c2)
     seen = []
     poller.on_change = seen.append
     poller.poll()
@@ -326,14 +329,14 @@ def test_the_poller_remembers_fingerprints_not_snapshots():
 
 def test_a_failing_api_server_makes_the_pass_report_not_crash():
     kube = FakeKube(fault=lambda op, kind, name: (_ for _ in ()).throw(TemporaryError("503", 503)))
-    result = Copilot(kube, FakeSlurm(), core.Settings(), CLUSTER).sync(full=True)
+    result = Copilot(kube, rest_slurm_of(FakeSlurm()), core.Settings(), CLUSTER).sync(full=True)
     assert not result.ok and result.errors[0][0] == "kubernetes"
 
 
 def test_poller_reports_changes_and_forgets_on_errors():
     slurm = FakeSlurm([FakeNode("c1", 4, 8000)])
     seen = []
-    poller = SlurmPoller(slurm, on_change=seen.append)
+    poller = SlurmPoller(rest_slurm_of(slurm), on_change=seen.append)
     poller.poll()
     poller.poll()
     slurm.nodes["c1"].count_cpu = 3
@@ -463,3 +466,67 @@ def test_the_fake_refuses_a_registration_like_slurmctld():
     slurm.admin_drain("c1", "copilot: cordoned")
     slurm.resume_node("c1")  # a RESUME with a changed count under a job is refused like a restart
     assert slurm.node_states()["c1"].invalid_registration
+
+
+# -- retrying failed Slurm actions --------------------------------------------------------------
+
+
+def test_a_failed_action_waits_twice_as_long_after_each_failure_up_to_the_limit_and_a_success_forgets_it():
+    now = [0.0]
+    backoff = Backoff(first=0.5, limit=4.0, clock=lambda: now[0])
+    assert backoff.ready("cancel 7")
+    assert [backoff.failed("cancel 7") for _ in range(5)] == [0.5, 1.0, 2.0, 4.0, 4.0]
+    assert not backoff.ready("cancel 7") and backoff.ready("cancel 8")
+    now[0] = 3.9
+    assert not backoff.ready("cancel 7")
+    now[0] = 4.0
+    assert backoff.ready("cancel 7")
+    backoff.succeeded("cancel 7")
+    assert backoff.failed("cancel 7") == 0.5
+
+
+def test_the_executor_holds_back_a_slurm_action_that_failed_and_sends_a_changed_one_at_once():
+    calls = []
+
+    def fault(operation, node):
+        calls.append(operation)
+        if operation == "cancel_job":
+            raise SlurmRefused("Access/permission denied")
+
+    now = [0.0]
+    slurm = FakeSlurm([FakeNode("c1", 4, 8000)], fault=fault)
+    job = slurm.submit_placeholder("copilot-placeholder/k8s-c1/a1", "c1", 1, 1024)
+    executor = Executor(FakeKube(), rest_slurm_of(slurm), None, backoff=Backoff(clock=lambda: now[0]))
+    cancel = placeholder.CancelPlaceholder("k8s-c1", job, "copilot-placeholder/k8s-c1/a1", "no held admission needs it")
+    del calls[:]
+    assert executor.run([cancel]).errors[0][0] == "CancelPlaceholder" and calls == ["cancel_job"]
+    again = executor.run([dataclasses.replace(cancel, reason="another pass")])  # the reason is no part of the action
+    assert again.errors == [("CancelPlaceholder", "waiting to retry after Slurm failed it", True)] and calls == ["cancel_job"]
+    gres = core.SetGres("k8s-c1", "c1", "k8scpu:3,k8smemory:7000", (3, 7000), "ledger wants")
+    assert executor.run([gres]).wrote == 1 and calls == ["cancel_job", "set_node_gres"]
+    now[0] = 0.5
+    executor.run([cancel])
+    assert calls == ["cancel_job", "set_node_gres", "cancel_job"]
+
+
+def test_the_executor_keeps_slurms_refusal_of_a_placeholder_job_until_a_denial_carries_it():
+    def fault(operation, _node):
+        if operation == "submit_placeholder":
+            raise SlurmRefused("Invalid account or account/partition combination specified")
+
+    executor = Executor(FakeKube(), rest_slurm_of(FakeSlurm([FakeNode("c1", 4, 8000)], fault=fault)), None)
+    name = placeholder.job_name("k8s-c1", "a1")
+    executor.run([placeholder.SubmitPlaceholder("k8s-c1", "c1", name, 1, 1024, "hold")])
+    assert list(executor.refusals) == [name] and "Invalid account or account/partition combination specified" in executor.refusals[name]
+    executor._record(core.DenyAdmission("k8s-c1", "a1", "Slurm refused the placeholder job: ..."), loop.Outcome())
+    assert executor.refusals == {}
+
+
+def test_the_backoff_forgets_actions_nobody_sent_again_for_a_while():
+    now = [0.0]
+    backoff = Backoff(first=0.5, limit=4.0, clock=lambda: now[0])
+    backoff.failed("gres 3")
+    backoff.failed("gres 3")
+    now[0] = 10.0  # decided differently since: "gres 3" never went again
+    backoff.failed("gres 2")
+    assert backoff.failed("gres 3") == 0.5

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
 from copilot_builders import CLUSTER, admission, generic_node
 from fake_kube import FakeKube
 from fake_slurm import FakeNode, FakeSlurm
+from fake_slurmrestd import FakeSlurmrestd, rest_slurm_of
 
-from hybridhpc_copilot import core, names
+from hybridhpc_copilot import core, loop, names
+from hybridhpc_copilot import kube as kube_kinds
 from hybridhpc_copilot.kube import GENERICNODES, PODS
 from hybridhpc_copilot.loop import Copilot
 from hybridhpc_copilot.slurm import SlurmUnavailable
@@ -21,7 +25,7 @@ def make_world(fault=None):
         kube.create(GENERICNODES, generic_node("k8s-" + name, name, finalizers=()))
     for pod in ("p1", "p2"):
         kube.create(PODS, {"metadata": {"name": pod, "namespace": "default"}, "status": {"phase": "Running"}})
-    copilot = Copilot(kube, slurm, core.Settings(configured={n: core.Capacity(4, 8000) for n in NODES}), CLUSTER)
+    copilot = Copilot(kube, rest_slurm_of(slurm), core.Settings(configured={n: core.Capacity(4, 8000) for n in NODES}), CLUSTER)
     assert copilot.sync(full=True).ok  # finalizers and ledgers everywhere
     copilot.pump()
     return kube, slurm, copilot
@@ -128,6 +132,8 @@ def test_a_reservation_is_looked_at_again_by_passes_that_bring_nothing_new():
     copilot.pump()
     copilot.changes.take()  # what the failed pass noted for a retry: gone, the reservation alone remains
     down["set_node_gres"] = False
+    assert not copilot.sync().ok and state(kube, "k8s-c1", "a1") == names.RESERVED  # the failed GRES write waits its backoff
+    copilot.executor.backoff.clock = lambda: time.monotonic() + copilot.executor.backoff.limit
     assert copilot.sync().ok and state(kube, "k8s-c1", "a1") == names.GRANTED
 
 
@@ -136,12 +142,31 @@ def test_among_many_nodes_an_event_pass_reads_only_its_own_from_slurm():
     for i in range(200):
         kube.create(GENERICNODES, generic_node("k8s-n%03d" % i, "n%03d" % i, finalizers=()))
     kube.create(PODS, {"metadata": {"name": "p1", "namespace": "default"}, "status": {"phase": "Running"}})
-    copilot = Copilot(kube, slurm, core.Settings(), CLUSTER)
+    rest = FakeSlurmrestd(slurm, listen=False)
+    copilot = Copilot(kube, rest.rest_slurm(), core.Settings(), CLUSTER)
     assert copilot.sync(full=True).ok
     copilot.pump()
-    reads, node_states = [], slurm.node_states
-    slurm.node_states = lambda names_=None: reads.append(names_) or node_states(names_)
+    rest.requests.clear()
     admit(kube, "k8s-n007", admission("a1"))
     copilot.pump()
     assert copilot.sync().ok and state(kube, "k8s-n007", "a1") == names.GRANTED
-    assert reads and all(names_ == ["n007"] for names_ in reads), reads
+    reads = [path.rsplit("/", 2)[-2:] for method, path, _body in rest.requests if method == "GET"]
+    assert reads and all(read == ["node", "n007"] for read in reads), reads
+
+
+def test_events_of_kubernetes_nodes_and_generic_nodes_that_share_no_slurm_node_run_no_round():
+    kube, slurm, copilot = make_world()
+    kube.create(GENERICNODES, generic_node("worker-1", "c0", finalizers=(), node_type="Other"))
+    kube.create(kube_kinds.NODES, {"metadata": {"name": "worker-1"}, "spec": {}})
+    kube.create(kube_kinds.NODES, {"metadata": {"name": "worker-2"}, "spec": {}})
+    copilot.pump()
+    calls = len(slurm.calls)
+    result = copilot.sync()
+    assert (result.ok, result.rounds, slurm.calls[calls:]) == (True, 0, [])
+
+
+def test_an_event_pass_reads_the_placeholder_jobs_of_its_own_generic_nodes_and_of_those_that_share_nothing():
+    kube, slurm, copilot = make_world()
+    scope = loop.Scope({"k8s-c1"}, {"c1"})
+    wanted = copilot._owner_in(scope)
+    assert [wanted(name) for name in ("k8s-c1", "k8s-c2", "k8s-gone")] == [True, False, True]

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 
-import httpx
 from copilot_builders import NOW, admission, entry, generic_node, observed, of, pod, slurm_node, status_of
 from fake_slurm import FakeNode, FakeSlurm
+from fake_slurmrestd import FakeSlurmrestd
 
 from hybridhpc_copilot import names
 from hybridhpc_copilot.core import DenyAdmission, GrantAdmission, ReleaseAdmission, ReserveAdmission, WriteStatus, reconcile
+from hybridhpc_copilot.job_table import PlaceholderJobTable
 from hybridhpc_copilot.placeholder import CancelPlaceholder, PlaceholderJob, SubmitPlaceholder, job_name, parse_job_name
-from hybridhpc_copilot.slurm import RestSlurm
 
 GRANTED, RESERVED, DENIED, RELEASED = names.GRANTED, names.RESERVED, names.DENIED, names.RELEASED
 
@@ -28,10 +27,10 @@ def job(uid, state="RUNNING", job_id=7, cpus=1, memory_mb=1024, node="k8s-c1"):
     return PlaceholderJob(job_id, job_name(node, uid), state, "c1", cpus, memory_mb)
 
 
-def run(gn, jobs=(), node=None, pods=None, **kwargs):
+def run(gn, jobs=(), node=None, pods=None, refusals=None, **kwargs):
     pods = [pod()] if pods is None else list(pods)
     seen = observed([gn], pods, [node or stock_node()], configured={}, strategy="placeholder", **kwargs)
-    return reconcile(dataclasses.replace(seen, slurm_jobs=None if jobs is None else tuple(jobs)))
+    return reconcile(dataclasses.replace(seen, slurm_jobs=None if jobs is None else tuple(jobs), refusals=refusals or {}))
 
 
 def test_job_names_carry_the_generic_node_and_the_admission():
@@ -147,41 +146,14 @@ def test_the_fake_schedules_placeholder_jobs_against_cpus_and_memory():
 
 
 def test_rest_slurm_lists_submits_and_cancels_placeholder_jobs():
-    requests = []
-
-    def answer(request):
-        body = json.loads(request.content) if request.content else None
-        requests.append((request.method, request.url.path, body))
-        if request.url.path.split("/")[2] not in ("v0.0.40", "v0.0.41", "v0.0.42"):  # as Slurm 24.11 serves
-            return httpx.Response(404, text="Unable to find requested URL")
-        if request.url.path.endswith("/ping"):
-            return httpx.Response(200, json={"pings": [{"pinged": "UP", "responding": True}]})
-        if request.url.path.endswith("/jobs"):
-            return httpx.Response(
-                200,
-                json={
-                    "jobs": [
-                        {
-                            "job_id": 5,
-                            "name": "copilot-placeholder/k8s-c1/a1",
-                            "job_state": ["RUNNING"],
-                            "nodes": "c1",
-                            "cpus": {"set": True, "infinite": False, "number": 2},
-                            "memory_per_node": {"set": True, "infinite": False, "number": 3417},
-                        },
-                        {"job_id": 6, "name": "user-job", "job_state": ["RUNNING"], "nodes": "c1"},
-                    ]
-                },
-            )
-        if request.url.path.endswith("/job/submit"):
-            return httpx.Response(200, json={"job_id": 12})
-        return httpx.Response(200, json={})
-
-    slurm = RestSlurm("http://slurmrestd", transport=httpx.MockTransport(answer), user="slurm", placeholder_job={"partition": "plain", "time_limit": 1440})
-    slurm.client.token = "t"
-    assert slurm.placeholder_jobs() == [PlaceholderJob(5, "copilot-placeholder/k8s-c1/a1", "RUNNING", "c1", 2, 3417)]
-    assert slurm.submit_placeholder("copilot-placeholder/k8s-c1/a2", "c1", 3, 3417) == 12
-    submitted = requests[-1][2]
+    model = FakeSlurm([FakeNode("c1", 4, 8000, gres_shared=False)])
+    first = model.submit_placeholder("copilot-placeholder/k8s-c1/a1", "c1", 2, 3417)
+    rest = FakeSlurmrestd(model, listen=False, foreign_jobs=2)  # and two other users' jobs
+    slurm = rest.rest_slurm(placeholder_job={"partition": "plain", "time_limit": 1440})
+    assert slurm.placeholder_jobs() == [PlaceholderJob(first, "copilot-placeholder/k8s-c1/a1", "RUNNING", "c1", 2, 3417, "None")]
+    second = slurm.submit_placeholder("copilot-placeholder/k8s-c1/a2", "c1", 3, 3417)
+    assert model.jobs[second].name == "copilot-placeholder/k8s-c1/a2"
+    submitted = rest.requests[-1][2]
     assert submitted["script"].startswith("#!/bin/sh") and "sleep infinity" in submitted["script"]
     job = submitted["job"]
     assert (job["name"], job["partition"], job["required_nodes"], job["cpus_per_task"], job["tasks"]) == (
@@ -192,5 +164,59 @@ def test_rest_slurm_lists_submits_and_cancels_placeholder_jobs():
         1,
     )
     assert job["memory_per_node"]["number"] == 3417 and job["time_limit"]["number"] == 1440
-    slurm.cancel_job(12)
-    assert requests[-1][:2] == ("DELETE", "/slurm/v0.0.42/job/12")
+    slurm.cancel_job(second)
+    assert rest.requests[-1][:2] == ("DELETE", "/slurm/v0.0.42/job/%d" % second) and model.jobs[second].state == "CANCELLED"
+
+
+def test_a_submission_slurm_refused_denies_the_reservation_with_slurms_words_and_is_not_sent_again():
+    gn = generic_node(admissions=[admission("a1")], status={names.STATUS_ADMISSIONS: {"a1": entry(RESERVED)}})
+    refusal = "POST /slurm/v0.0.42/job/submit: HTTP 500: Invalid account or account/partition combination specified"
+    actions = run(gn, [], refusals={job_name("k8s-c1", "a1"): refusal})
+    assert [(d.uid, d.reason) for d in of(actions, DenyAdmission)] == [("a1", "Slurm refused the placeholder job: " + refusal)]
+    assert not of(actions, SubmitPlaceholder)
+    running = run(gn, [job("a1")], refusals={job_name("k8s-c1", "a1"): refusal})  # a job runs after all: it counts
+    assert of(running, GrantAdmission)
+
+
+def table_job(job_id, uid="a1", state="RUNNING", node="k8s-c1"):
+    return PlaceholderJob(job_id, job_name(node, uid), state, "c1", 1, 1024)
+
+
+def test_the_job_table_lists_once_then_reads_the_wanted_active_jobs_by_id_and_keeps_ended_ones_a_while():
+    table = PlaceholderJobTable(sweep_interval=600, ended_kept=300)
+    assert table.listing_due(0)
+    table.listed([table_job(1), table_job(2, "a2", "PENDING"), table_job(3, "a3", "CANCELLED"), table_job(4, "b1", node="k8s-c2")], now=0)
+    assert not table.listing_due(599) and table.listing_due(600)
+    assert table.to_read() == [1, 2, 4]  # ended jobs are not read again
+    assert table.to_read(lambda generic_node: generic_node == "k8s-c1") == [1, 2]
+    table.read(1, table_job(1, state="CANCELLED"), now=10)
+    table.read(2, None, now=10)  # slurmctld forgot it
+    table.submitted(table_job(5, "a5", "PENDING"), now=10)
+    assert sorted(j.job_id for j in table.snapshot(now=299)) == [1, 3, 4, 5]
+    assert sorted(j.job_id for j in table.snapshot(now=305)) == [1, 4, 5]  # job 3 ended at 0, more than 300 s ago
+    assert sorted(j.job_id for j in table.snapshot(now=311)) == [4, 5]
+
+
+def test_rest_slurm_reads_its_placeholder_jobs_by_id_after_the_first_listing():
+    model = FakeSlurm([FakeNode("c1", 4, 8000, gres_shared=False)])
+    first = model.submit_placeholder(job_name("k8s-c1", "a1"), "c1", 1, 1024)
+    rest = FakeSlurmrestd(model, listen=False, foreign_jobs=3)
+    clock = [0.0]
+    slurm = rest.rest_slurm(clock=lambda: clock[0])
+
+    def requests():
+        return sorted((method, path.split("/", 3)[-1]) for method, path, _body in rest.requests)  # the endpoint, after /slurm/{version}/
+
+    assert [j.job_id for j in slurm.placeholder_jobs()] == [first]
+    second = slurm.submit_placeholder(job_name("k8s-c1", "a2"), "c1", 1, 1024)
+    model.end_placeholder(first, "CANCELLED")
+    del model.jobs[second]  # gone from Slurm (MinJobAge)
+    rest.requests.clear()
+    assert {j.job_id: j.state for j in slurm.placeholder_jobs()} == {first: "CANCELLED"}  # the second forgotten
+    assert requests() == [("GET", "job/%d" % first), ("GET", "job/%d" % second)]
+    rest.requests.clear()
+    slurm.placeholder_jobs()
+    assert requests() == []  # nothing active left to read
+    clock[0] = slurm.job_table.sweep_interval
+    slurm.placeholder_jobs()
+    assert requests() == [("GET", "jobs")]  # the sweep: one listing for jobs whose id was lost

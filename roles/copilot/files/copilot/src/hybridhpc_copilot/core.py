@@ -21,7 +21,12 @@ The ledger is the GenericNode status. An admission goes
   longer hand those resources out. If Slurm got there first (a job started
   between the decision and the GRES change), the newest reservations are
   denied until the rest fits; a reservation Slurm does not take within
-  ``reservation_timeout`` is denied too.
+  ``reservation_timeout`` is denied too (a Slurm node that vanished for a
+  while, deleted and read back from slurm.conf by a reconfigure, gets that
+  long to come back: nothing held is revoked meanwhile).
+* A GenericNode whose Slurm node Slurm does not list shows the
+  ``SlurmNodeMissing`` condition (naming ``spec.alias``); its new admissions
+  are denied, its granted ones stay granted.
 * A held admission is released when its pod is gone (deleted, replaced by a
   pod with another uid, or finished) or the scheduler removed the admission;
   the GRES goes back up, never above the configured count.
@@ -41,6 +46,7 @@ from .gres import GresStrategy, restore_unshared, wanted_counts
 from .ledger import (
     AdmissionRequest,
     Allocation,
+    Condition,
     JsonObject,
     Ledger,
     LedgerEntry,
@@ -195,6 +201,8 @@ def settle_reservations(facts: NodeFacts, strategy: Strategy, ledger: Ledger, ti
     if not late:
         return ledger, decisions
     reason = "Slurm did not take the %s within %gs" % (strategy.awaited, timeout)
+    if facts.slurm is None:
+        reason = "Slurm has had no node %s for %gs" % (facts.alias, timeout)
     ledger = dict(ledger)
     for uid in late:
         ledger[uid] = transition(ledger[uid], names.DENIED, reason, facts.stamp)
@@ -206,11 +214,17 @@ def _reserved(ledger: Ledger) -> list[str]:
 
 
 def _too_late(facts: NodeFacts, strategy: Strategy, entry: LedgerEntry, timeout: float) -> bool:
-    """Whether a reservation Slurm has not taken is to be denied (never while Slurm cannot be read)."""
+    """Whether a reservation Slurm has not taken is to be denied (never while Slurm cannot be read).
+
+    A node Slurm lists but that shares nothing cannot take it: at once. A node
+    Slurm does not list may be back after a reconfigure: only after ``timeout``.
+    """
     if not facts.slurm_known:
         return False
+    if facts.slurm is not None and strategy.cap is None:
+        return True
     since = parse_timestamp(entry.get("lastTransitionTime"))
-    return facts.slurm is None or strategy.cap is None or since is None or facts.now - since > timeout
+    return since is None or facts.now - since > timeout
 
 
 def admit_new(facts: NodeFacts, strategy: Strategy, ledger: Ledger, requests: list[AdmissionRequest], pods: Mapping[tuple[str, str], Pod]) -> Step:
@@ -331,9 +345,34 @@ def write_status(facts: NodeFacts, strategy: Strategy, ledger: Ledger) -> list[A
         reason = "SlurmUsedKubernetesShare" if message else "WithinCapacity"
         status[names.STATUS_CONDITIONS] = set_condition(facts.status.get(names.STATUS_CONDITIONS),
                                                         names.CONDITION_OVERCOMMITTED, bool(message), reason, message, facts.stamp)
+    missing = slurm_node_missing(facts, status.get(names.STATUS_CONDITIONS))
+    if missing is not None:
+        status[names.STATUS_CONDITIONS] = missing
     if status == facts.status:
         return []
     return [WriteStatus(facts.name, facts.resource_version, status)]
+
+
+def slurm_node_missing(facts: NodeFacts, conditions: object) -> list[Condition] | None:
+    """``conditions`` with ``SlurmNodeMissing`` set, when it must change (None: leave them as they are).
+
+    True while Slurm lists no node ``spec.alias`` names; False once it does
+    again. A GenericNode whose Slurm node was always there never gets it, and
+    nothing changes while Slurm cannot be read or another GenericNode shares
+    the node.
+    """
+    if not facts.slurm_known or facts.duplicate:
+        return None
+    missing = facts.slurm is None
+    listed = conditions if isinstance(conditions, list) else []
+    had = any(isinstance(c, dict) and c.get("type") == names.CONDITION_SLURM_NODE_MISSING for c in listed)
+    if not (missing or had):
+        return None
+    if missing:
+        reason, message = "NotInSlurm", "Slurm lists no node %s (spec.alias): new admissions are denied, granted ones kept" % facts.alias
+    else:
+        reason, message = "InSlurm", "Slurm lists node %s" % facts.alias
+    return set_condition(conditions, names.CONDITION_SLURM_NODE_MISSING, missing, reason, message, facts.stamp)
 
 
 def allocations(facts: NodeFacts, strategy: Strategy, ledger: Ledger) -> list[Allocation]:

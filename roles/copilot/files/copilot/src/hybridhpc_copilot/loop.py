@@ -4,7 +4,9 @@
   a 410 Gone means list again. Our own writes go into it at once.
 * :class:`Executor` carries actions out, in order, per GenericNode: a 409 on
   the ledger (someone wrote in between) re-reads that GenericNode and stops
-  its remaining actions for this round; the next round decides again.
+  its remaining actions for this round; the next round decides again. A
+  Slurm action that failed waits out a backoff before it goes again, and
+  Slurm's refusal of a placeholder job is kept for the decisions.
 * :class:`Copilot` runs passes: observe (caches + a fresh Slurm read), decide
   (pure), act, and repeat until nothing changes (a reservation needs two
   rounds: lower the GRES, then see Slurm took it). A *full* pass lists every
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from . import core, logs, names, placeholder
+from .backoff import Backoff
 from .kube import GENERICNODES, NODES, PODS, Conflict, Gone, Keep, Kube, KubeError, PermanentError, TemporaryError, object_key
 from .ledger import JsonObject
 from .metrics import Metrics
@@ -163,9 +166,11 @@ class Outcome:
 
 class Executor:
     def __init__(self, kube: Kube, slurm: Slurm, informer: Informer, metrics: Metrics | None = None, dry_run: bool = False,
-                 nodes: Informer | None = None):
+                 nodes: Informer | None = None, backoff: Backoff | None = None):
         self.kube, self.slurm, self.informer, self.metrics, self.dry_run = kube, slurm, informer, metrics, dry_run
         self.nodes = nodes
+        self.backoff = backoff if backoff is not None else Backoff()  # Slurm actions that failed, until they may go again
+        self.refusals: dict[str, str] = {}  # placeholder job name -> Slurm's refusal of its submission
         # One handler per kind of action: a new action is a class in core (or a strategy) and a line here.
         self._handlers: dict[type[core.Action], Callable[[Any, Latest], None]] = {
             core.WriteStatus: self._write_status,
@@ -191,6 +196,12 @@ class Executor:
                 continue
             if node is not None and node in blocked:
                 continue
+            retry_key = _retry_key(action)
+            if retry_key is not None and not self.backoff.ready(retry_key):
+                outcome.errors.append((action.kind, "waiting to retry after Slurm failed it", True))
+                if node is not None:
+                    blocked.add(node)
+                continue
             try:
                 self._apply(action, latest)
             except Conflict as err:
@@ -206,11 +217,15 @@ class Executor:
                 outcome.errors.append((action.kind, str(err), temporary))
                 if self.metrics is not None:
                     self.metrics.errors.labels(type(err).__name__).inc()
-                log.warning("action failed", extra={"fields": {
-                    "node": node, "action": action.kind, "error": str(err), "temporary": temporary}})
+                fields: dict[str, object] = {"node": node, "action": action.kind, "error": str(err), "temporary": temporary}
+                if retry_key is not None and isinstance(err, SlurmError):
+                    fields["retry_in"] = self.backoff.failed(retry_key)
+                log.warning("action failed", extra={"fields": fields})
                 if node is not None:
                     blocked.add(node)
                 continue
+            if retry_key is not None:
+                self.backoff.succeeded(retry_key)
             outcome.applied.append(action)
             if self.metrics is not None:
                 self.metrics.actions.labels(action.kind).inc()
@@ -222,6 +237,8 @@ class Executor:
         return outcome
 
     def _record(self, decision: core.Decision, outcome: Outcome) -> None:
+        if isinstance(decision, core.DenyAdmission) and decision.node is not None:
+            self.refusals.pop(placeholder.job_name(decision.node, decision.uid), None)  # the denial carries it now
         outcome.applied.append(decision)
         if self.metrics is not None:
             self.metrics.actions.labels(decision.kind).inc()
@@ -273,7 +290,11 @@ class Executor:
             self.slurm.set_node_gres(action.slurm_node, action.fallback)
 
     def _submit_placeholder(self, action: placeholder.SubmitPlaceholder, _latest: Latest) -> None:
-        job_id = self.slurm.submit_placeholder(action.job_name, action.slurm_node, action.cpus, action.memory_mb)
+        try:
+            job_id = self.slurm.submit_placeholder(action.job_name, action.slurm_node, action.cpus, action.memory_mb)
+        except SlurmRefused as err:
+            self.refusals[action.job_name] = str(err)  # the next pass denies the admission with Slurm's words
+            raise
         log.info("placeholder job submitted", extra={"fields": {"node": action.node, "job_id": job_id,
                                                                  "job_name": action.job_name}})
 
@@ -327,6 +348,17 @@ class Executor:
             self.informer.forget(name)
         else:
             self.informer.put(fresh)
+
+
+# The actions that go to Slurm: one that failed waits out a backoff (Executor.backoff) before it goes again.
+_SLURM_ACTIONS = (core.SetGres, core.DrainNode, core.ResumeNode, placeholder.SubmitPlaceholder, placeholder.CancelPlaceholder)
+
+
+def _retry_key(action: core.Action) -> tuple[object, ...] | None:
+    """What tells a Slurm action apart from others for its backoff: its fields but the reason (None: not a Slurm action)."""
+    if not isinstance(action, _SLURM_ACTIONS):
+        return None
+    return (type(action), *(getattr(action, f.name) for f in dataclasses.fields(action) if f.name != "reason"))
 
 
 # -- passes ---------------------------------------------------------------------------------
@@ -521,7 +553,8 @@ class Copilot:
 
     def __init__(self, kube: Kube, slurm: Slurm, settings: core.Settings, cluster_name: str,
                  cluster_namespace: str | None = None, metrics: Metrics | None = None, dry_run: bool = False,
-                 clock: Callable[[], float] = time.time, max_rounds: int = 6, on_change: Callable[[str], None] | None = None):
+                 clock: Callable[[], float] = time.time, max_rounds: int = 6, on_change: Callable[[str], None] | None = None,
+                 backoff: Backoff | None = None):
         selector = "%s=%s" % (names.LABEL_CLUSTER_NAME, cluster_name)
         if cluster_namespace:
             selector += ",%s=%s" % (names.LABEL_CLUSTER_NAMESPACE, cluster_namespace)
@@ -537,7 +570,7 @@ class Copilot:
         self.nodes = Informer(kube, NODES, None, self._changed, node_fields)
         self.informers = (self.generic_nodes, self.pods, self.nodes)
         self.poller = SlurmPoller(slurm, on_change=self._slurm_changed)
-        self.executor = Executor(kube, slurm, self.generic_nodes, metrics, dry_run, self.nodes)
+        self.executor = Executor(kube, slurm, self.generic_nodes, metrics, dry_run, self.nodes, backoff)
         if metrics is not None:
             metrics.ledger.source = self.ledger_rows  # the per-node gauges, read from the cache at each scrape
 
@@ -594,7 +627,8 @@ class Copilot:
                     self.pods.put(obj)
             if obj is not None:
                 pods[(namespace, name)] = pod_view(obj)
-        return core.Observed(generic_nodes, pods, kube_nodes, slurm_nodes, self.clock(), self.settings, slurm_jobs)
+        return core.Observed(generic_nodes, pods, kube_nodes, slurm_nodes, self.clock(), self.settings, slurm_jobs,
+                             dict(self.executor.refusals))
 
     def sync(self, full: bool = False) -> PassResult:
         """One pass; ``full`` lists everything first. Raises PermanentError for what retrying cannot fix."""
@@ -607,7 +641,8 @@ class Copilot:
                 self.relist()
             taken = self.changes.take()
             scope = self._scope_of(full, *taken)
-            if scope is None or scope.generic_nodes or scope.slurm_nodes:
+            # A scope without a Slurm node holds only Kubernetes Nodes and GenericNodes that share none: nothing to decide.
+            if scope is None or scope.slurm_nodes:
                 self._rounds(scope, result)
         except PermanentError:
             self._count_error("PermanentError")
@@ -639,9 +674,10 @@ class Copilot:
     def _round(self, scope: Scope | None, result: PassResult) -> bool:
         """Observe, decide, act once; whether another round may find more to do."""
         slurm_nodes = self._read_slurm_or_none(scope, result)
-        slurm_jobs = self._placeholder_jobs(result) if slurm_nodes is not None else None
-        if scope is not None and slurm_jobs:
-            slurm_jobs = self._jobs_in_scope(slurm_jobs, scope)
+        wanted = None if scope is None else self._owner_in(scope)
+        slurm_jobs = self._placeholder_jobs(result, wanted) if slurm_nodes is not None else None
+        if wanted is not None and slurm_jobs:
+            slurm_jobs = tuple(job for job in slurm_jobs if job.owner is not None and wanted(job.owner[0]))
         # Nothing keeps the observed snapshot while the actions run: each write replaces
         # its GenericNode in the cache, and the object it replaced can go at once. The
         # statuses to write are compacted as the cache holds them: a written one is then
@@ -734,10 +770,9 @@ class Copilot:
         every = self.poller.poll(handled=scope.slurm_nodes)  # changes elsewhere wait for the next pass
         return {name: every[name] for name in scope.slurm_nodes if name in every}
 
-    def _jobs_in_scope(self, jobs: tuple[placeholder.PlaceholderJob, ...], scope: Scope) -> tuple[placeholder.PlaceholderJob, ...]:
-        """The scope's GenericNodes' placeholder jobs, and those of GenericNodes that share nothing now."""
-        return tuple(job for job in jobs if job.owner is not None
-                     and (job.owner[0] in scope.generic_nodes or job.owner[0] not in self._alias_of))
+    def _owner_in(self, scope: Scope) -> Callable[[str], bool]:
+        """Whether a placeholder job's GenericNode is the scope's business: one of its GenericNodes, or one that shares nothing now."""
+        return lambda generic_node: generic_node in scope.generic_nodes or generic_node not in self._alias_of
 
     def _note_reservations(self, scope: Scope | None) -> None:
         """Remember which GenericNodes wait for Slurm: a grant or a timeout may come on any pass."""
@@ -755,12 +790,13 @@ class Copilot:
             else:
                 self._reserving.discard(name)
 
-    def _placeholder_jobs(self, result: PassResult) -> tuple[placeholder.PlaceholderJob, ...] | None:
-        """The placeholder jobs, when some node uses them (``None``: Slurm could not list them)."""
+    def _placeholder_jobs(self, result: PassResult, wanted: Callable[[str], bool] | None) -> tuple[placeholder.PlaceholderJob, ...] | None:
+        """The placeholder jobs (those of ``wanted`` GenericNodes read afresh), when some node uses them
+        (``None``: Slurm could not list them)."""
         if not self.settings.uses_placeholders:
             return ()
         try:
-            return tuple(self.slurm.placeholder_jobs())
+            return tuple(self.slurm.placeholder_jobs(wanted))
         except SlurmError as err:
             result.errors.append(("slurm", str(err), err.temporary))
             self._count_error(type(err).__name__)

@@ -144,6 +144,7 @@ class Observed:
     now: float  # seconds since the epoch
     settings: Settings = field(default_factory=Settings)
     slurm_jobs: tuple[PlaceholderJob, ...] | None = ()  # the copilot's placeholder jobs; None: not read
+    refusals: Mapping[str, str] = field(default_factory=dict)  # placeholder job name -> why Slurm refused to submit it
 
 
 # -- the copilot's placeholder jobs (the placeholder strategy) ----------------------------

@@ -43,6 +43,9 @@ HOLDING_STATES = frozenset((RESERVED, GRANTED))
 ADMISSION_STATES = (RESERVED, GRANTED, DENIED, RELEASED)
 
 CONDITION_OVERCOMMITTED = "Overcommitted"
+# True while Slurm lists no node named by spec.alias (deleted, renamed, a typo); set to False once it is
+# back, and never added to a GenericNode whose Slurm node was always there.
+CONDITION_SLURM_NODE_MISSING = "SlurmNodeMissing"
 
 # -- names the copilot owns ----------------------------------------------------
 FINALIZER = "hybridhpc.io/copilot"

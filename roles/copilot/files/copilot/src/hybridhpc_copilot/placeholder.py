@@ -15,6 +15,10 @@ active job no held admission names is cancelled.
 A placeholder job that ends while its admission is Granted (a time limit, an
 admin's scancel, a node failure) is started again, and the GenericNode shows
 ``Overcommitted`` until it runs.
+
+A submission Slurm refuses (an invalid account, a QoS limit) denies the
+admission with Slurm's words (``Observed.refusals``, kept by the executor)
+instead of waiting for the reservation timeout.
 """
 
 from __future__ import annotations
@@ -81,6 +85,7 @@ class PlaceholderStrategy:
         self.name, self.alias, self.slurm = facts.name, facts.alias, slurm
         self.reads_slurm = observed.slurm_jobs is not None
         self.active, self.ended = _jobs_of(facts.name, observed.slurm_jobs or ())
+        self.refusals = observed.refusals
         self.cap = None
         if slurm is not None and not facts.duplicate and slurm.cpus > 0 and slurm.memory_mb > 0:
             self.cap = Capacity(slurm.cpus, slurm.memory_mb)
@@ -138,6 +143,9 @@ class PlaceholderStrategy:
         if job is None and uid in self.ended:
             ended = self.ended[uid]
             return names.DENIED, "placeholder job %d ended %s before it ran" % (ended.job_id, ended.state)
+        refusal = self.refusals.get(job_name(self.name, uid)) if job is None else None
+        if refusal:
+            return names.DENIED, "Slurm refused the placeholder job: %s" % refusal
         refused = self.refuse_new()
         return (names.DENIED, refused) if refused else ("", "")
 

@@ -2,16 +2,18 @@
 
 :class:`RestSlurm` talks to slurmrestd with the collection's own client
 (``plugins/module_utils/slurmrestd.py``, vendored into ``_vendor`` by
-``tools/vendor.sh``). The tests' in-memory Slurm (``tests/fake_slurm.py``)
-implements :class:`Slurm` too; nothing fake is installed on hosts.
+``tools/vendor.sh``). The tests give it their fake slurmrestd
+(``tests/fake_slurmrestd.py``); nothing fake is installed on hosts.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from . import names
+from .job_table import PlaceholderJobTable, Wanted
 from .model import PlaceholderJob, SlurmNode
 from .tokens import Tokens
 
@@ -53,8 +55,9 @@ class Slurm(Protocol):
 
     def resume_node(self, name: str) -> None: ...
 
-    def placeholder_jobs(self) -> list[PlaceholderJob]:
-        """The copilot's placeholder jobs Slurm still knows (active and recently ended)."""
+    def placeholder_jobs(self, wanted: Wanted = None) -> list[PlaceholderJob]:
+        """The copilot's placeholder jobs Slurm still knows (active and recently ended); those of the GenericNodes
+        ``wanted`` (a name -> bool) read afresh, the others (if returned) as last read."""
 
     def submit_placeholder(self, name: str, node: str, cpus: int, memory_mb: int) -> int:
         """Submit a placeholder job pinned to ``node``; returns its id."""
@@ -129,12 +132,15 @@ class RestSlurm:
 
     def __init__(self, url: str = "http://localhost:6820", tokens: Tokens | None = None, user: str | None = None,
                  unix_socket: str | None = None, timeout: float = 10.0, client: SlurmrestdClient | None = None,
-                 transport: httpx.BaseTransport | None = None, placeholder_job: Mapping[str, Any] | None = None):
+                 transport: httpx.BaseTransport | None = None, placeholder_job: Mapping[str, Any] | None = None,
+                 job_table: PlaceholderJobTable | None = None, clock: Callable[[], float] = time.monotonic):
         from ._vendor import slurmrestd as rest
 
         self._rest = rest
         self.tokens = tokens
         self.placeholder_job = dict(placeholder_job or {})  # extra job_desc fields: partition, account, qos, time_limit
+        self.job_table = job_table or PlaceholderJobTable()
+        self._clock = clock
         refresh = tokens.refresh if tokens is not None else None
         self.client = client or rest.SlurmrestdClient(
             url=url, user=user, token_provider=refresh, unix_socket=unix_socket, timeout=timeout, retries=2,
@@ -169,9 +175,18 @@ class RestSlurm:
     def resume_node(self, name: str) -> None:
         self._call(self.client.resume_node, name)
 
-    def placeholder_jobs(self) -> list[PlaceholderJob]:
-        entries = self._call(self.client.jobs)
-        return [job_from_rest(e) for e in entries if str(e.get("name") or "").startswith(names.PLACEHOLDER_JOB_PREFIX)]
+    def placeholder_jobs(self, wanted: Wanted = None) -> list[PlaceholderJob]:
+        """From the table (``job_table``): a whole ``GET /jobs`` only when a listing is due, else ``GET /job/{id}``
+        for each active job of the ``wanted`` GenericNodes."""
+        table, now = self.job_table, self._clock()
+        if table.listing_due(now):
+            entries = self._call(self.client.jobs)
+            table.listed((job_from_rest(e) for e in entries if str(e.get("name") or "").startswith(names.PLACEHOLDER_JOB_PREFIX)), now)
+        else:
+            for job_id in table.to_read(wanted):  # a failed read leaves the job as it was: read again next pass
+                entry = self._call(self.client.job, job_id)
+                table.read(job_id, job_from_rest(entry) if entry else None, now)
+        return table.snapshot(now)
 
     def submit_placeholder(self, name: str, node: str, cpus: int, memory_mb: int) -> int:
         fields = {
@@ -190,6 +205,7 @@ class RestSlurm:
             "comment": "hybridhpc copilot placeholder for a Kubernetes pod",
         }
         job_id: int = self._call(lambda: self.client.submit_job(PLACEHOLDER_SCRIPT, **fields))
+        self.job_table.submitted(PlaceholderJob(job_id, name, "PENDING", node, cpus, memory_mb), self._clock())
         return job_id
 
     def cancel_job(self, job_id: int) -> None:
