@@ -31,7 +31,7 @@ from typing import Any, TypeVar, cast
 from . import core, logs, names, placeholder
 from .kube import GENERICNODES, NODES, PODS, Conflict, Gone, Keep, Kube, KubeError, PermanentError, TemporaryError, object_key
 from .ledger import JsonObject
-from .metrics import Metrics
+from .metrics import LedgerRow, Metrics
 from .poller import SlurmPoller
 from .slurm import Slurm, SlurmError, SlurmRefused
 from .systemd import Notifier
@@ -43,9 +43,6 @@ _J = TypeVar("_J")
 Error = tuple[str, str, bool]
 # GenericNode -> the object after our last write to it in this round
 Latest = dict[str, JsonObject]
-# What /metrics shows of one GenericNode's ledger: its name, {(allocation type, resource): cores or bytes},
-# {admission state: count}, whether it is overcommitted.
-LedgerRow = tuple[str, dict[tuple[str, str], float], dict[str, int], bool]
 
 log = logs.get("loop")
 
