@@ -237,6 +237,22 @@ def test_the_informer_ignores_older_events_and_relists_after_gone():
     assert informer.get("n")["metadata"]["annotations"]["b"] == "2"
 
 
+def test_a_relist_keeps_the_cached_objects_the_list_shows_unchanged():
+    kept = []
+    kube = FakeKube()
+    for name in ("k8s-c1", "k8s-c2"):
+        kube.create(GENERICNODES, generic_node(name, name[4:], status={}))
+    informer = Informer(kube, GENERICNODES, keep=lambda obj: kept.append(obj) or compact(obj))
+    informer.relist()
+    first = informer.snapshot()
+    kube.update(GENERICNODES, dict(kube.objects[GENERICNODES]["k8s-c2"], status={"admissions": {}}))
+    del kept[:]
+    informer.relist()
+    # The unchanged one is the very object cached (not compacted again); the changed one is the list's.
+    assert informer.get("k8s-c1") is first["k8s-c1"]
+    assert [o["metadata"]["name"] for o in kept] == ["k8s-c2"] and informer.get("k8s-c2")["status"] == {"admissions": {}}
+
+
 def test_decisions_are_logged_only_once_the_ledger_took_them():
     kube = FakeKube(fault=lambda op, kind, name: (_ for _ in ()).throw(Conflict("x", 409)) if op == "replace_status" else None)
     kube.create(GENERICNODES, generic_node(status={}))

@@ -74,7 +74,7 @@ class Informer:
         return self.resource_version is not None
 
     def relist(self) -> None:
-        items, rv = self.kube.list_objects(self.kind, self.label_selector, self.keep)
+        items, rv = self.kube.list_objects(self.kind, self.label_selector, self._kept_from_list)
         with self._lock:
             self.store = {object_key(obj): obj for obj in items}
             self.resource_version = rv
@@ -100,6 +100,20 @@ class Informer:
                 self.resource_version = rv
         if changed:
             self._changed(object_key(obj))
+
+    def _kept_from_list(self, obj: JsonObject) -> JsonObject:
+        """A listed object as stored: the cached one when the list shows it at the cached resourceVersion.
+
+        A periodic resync lists every object again, and nearly all are
+        unchanged: keeping the cached one spares compacting it again (seconds
+        of CPU at 10,000 GenericNodes, Nodes and pods, while admissions wait)
+        and holding two copies of the cache until the list ends.
+        """
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        cached = self.get(object_key(obj)) if rv else None
+        if cached is not None and (cached.get("metadata") or {}).get("resourceVersion") == rv:
+            return cached
+        return obj if self.keep is None else self.keep(obj)
 
     def put(self, obj: JsonObject) -> JsonObject:
         """An object we wrote or read ourselves (newer than, or as new as, what the watch said); returns it as kept."""
