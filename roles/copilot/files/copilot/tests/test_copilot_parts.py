@@ -15,7 +15,7 @@ from copilot_builders import CLUSTER, admission, entry, generic_node, parse_expo
 from fake_kube import FakeKube
 from fake_slurm import FakeNode, FakeSlurm
 from fake_slurmrestd import FakeSlurmrestd
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from hybridhpc_copilot import config, core, names, tokens, units
@@ -31,7 +31,7 @@ from hybridhpc_copilot.kube import (
     ledger_body,
 )
 from hybridhpc_copilot.loop import Copilot, Executor, Informer, compact
-from hybridhpc_copilot.metrics import LedgerCollector, Metrics
+from hybridhpc_copilot.metrics import LedgerCollector, Metrics, exposition_chunks
 from hybridhpc_copilot.poller import SlurmPoller, changed_nodes
 from hybridhpc_copilot.slurm import RestSlurm, SlurmRefused, SlurmUnavailable, node_from_rest
 from hybridhpc_copilot.systemd import Notifier
@@ -474,6 +474,16 @@ def test_the_ledger_collector_reads_the_cache_once_per_scrape_and_holds_no_child
     assert len(reads) == 2
     # What stays between scrapes: the collector and its source, nothing per node.
     assert vars(metrics.ledger) == {"source": source}
+
+
+def test_the_per_node_families_are_written_in_pieces_that_add_up_to_prometheus_clients_exposition():
+    metrics = Metrics()
+    metrics.reconciles.labels("full").inc()
+    metrics.ledger.source = lambda: [("k8s-c%02d" % i, {("Slurm", "cpu"): i}, {"Granted": 1}, i % 2 == 0) for i in range(25)]
+    pieces = list(exposition_chunks(metrics.registry, batch=10))
+    assert b"".join(pieces) == generate_latest(metrics.registry)  # the same text as written whole
+    ledger = [p for p in pieces if b"node=" in p]
+    assert max(p.count(b"node=") for p in ledger) == 10 and sum(p.count(b"node=") for p in ledger) == 25 * (1 + 4 + 1)
 
 
 def test_sd_notify_is_a_no_op_outside_systemd_and_speaks_to_abstract_sockets():
