@@ -232,6 +232,7 @@ class KubeClient(GenericNodeWrites):
             else:
                 config.load_incluster_config(client_configuration=configuration)
         self.configuration = configuration
+        self.host = configuration.host  # a property that reads the proxy settings from the environment each time
         self.pool = rest.RESTClientObject(configuration).pool_manager
         self.request_timeout = request_timeout
         self.list_chunk = list_chunk
@@ -252,7 +253,7 @@ class KubeClient(GenericNodeWrites):
         """The response, not read yet (a watch streams it); errors as :class:`KubeError`."""
         import urllib3
 
-        url = self.configuration.host + path + ("?" + urlencode(query) if query else "")
+        url = self.host + path + ("?" + urlencode(query) if query else "")
         try:
             response = self.pool.request(
                 method, url, body=None if body is None else json.dumps(body), preload_content=False,
