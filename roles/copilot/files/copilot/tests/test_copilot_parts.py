@@ -257,10 +257,9 @@ def test_a_relist_keeps_the_cached_objects_the_list_shows_unchanged():
 
 def test_lanes_keep_each_slurm_nodes_actions_together_in_order_and_the_untied_ones_last():
     shares = {"k8s-a": "c1", "k8s-b": "c1", "k8s-c": "c2"}  # k8s-x shares no Slurm node
-    actions = [core.WriteStatus("k8s-a", "1", {}), core.SetGres("k8s-a", "c1", "g", (1, 1), "r"), core.SetGres(None, "c9", "g", (0, 0), "unshared"),
-              
-               core.WriteStatus("k8s-b", "1", {}), core.WriteStatus("k8s-c", "1", {}), core.AddFinalizer("k8s-x", "1"),
-               core.SetGres("k8s-c", "c2", "g", (1, 1), "r")]
+    actions = [core.WriteStatus("k8s-a", "1", {}), core.SetGres("k8s-a", "c1", "g", (1, 1), "r"),
+               core.SetGres(None, "c9", "g", (0, 0), "unshared"), core.WriteStatus("k8s-b", "1", {}),
+               core.WriteStatus("k8s-c", "1", {}), core.AddFinalizer("k8s-x", "1"), core.SetGres("k8s-c", "c2", "g", (1, 1), "r")]
     assert lanes(actions, shares.get) == [[actions[0], actions[1], actions[3]], [actions[4], actions[6]], [actions[5]], [actions[2]]]
     assert lanes(actions[:2], shares.get) == [actions[:2]]
 
@@ -512,7 +511,7 @@ def test_metrics_are_served_one_family_at_a_time_and_a_failing_source_answers_50
         metrics.close()
 
 
-def test_the_ledger_collector_reads_the_cache_once_per_scrape_and_holds_no_child_per_node():
+def test_the_ledger_collector_reads_the_cache_at_each_scrape_and_holds_no_child_per_node():
     reads = []
 
     def source():
@@ -525,7 +524,7 @@ def test_the_ledger_collector_reads_the_cache_once_per_scrape_and_holds_no_child
     metrics.ledger.source = source
     metrics.exposition()
     metrics.exposition()
-    assert len(reads) == 2
+    assert len(reads) == 2 * 3  # each of the three families reads the rows as it is written
     # What stays between scrapes: the collector and its source, nothing per node.
     assert vars(metrics.ledger) == {"source": source}
 
