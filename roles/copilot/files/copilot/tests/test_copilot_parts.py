@@ -80,7 +80,7 @@ def test_a_full_config_file_loads(tmp_path):
     assert (cfg.cluster_name, cfg.slurmrestd.url, cfg.slurmrestd.user, cfg.token.source) == ("onprem", "http://ctl:6820", "admin", "secret")
     assert cfg.dry_run and not cfg.once and cfg.log_level == "debug" and cfg.metrics.port == 0
     assert cfg.settings().configured == {"c1": core.Capacity(4, 8000)} and cfg.settings().usage_source == "gres"
-    assert cfg.debounce == 0.05 and config.from_dict({"cluster_name": "x"}).debounce == 0.02
+    assert cfg.debounce == 0.05 and config.from_dict({"cluster_name": "x"}).debounce == 0
 
 
 @pytest.mark.parametrize(("data", "message"), [

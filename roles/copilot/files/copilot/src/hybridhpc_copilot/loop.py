@@ -874,7 +874,7 @@ class Runner:
     """Threads that watch and poll, and the working loop they wake."""
 
     def __init__(self, copilot: Copilot, notifier: Notifier, resync_interval: float = 60.0, poll_interval: float = 5.0,
-                 watch_timeout: int = 300, debounce: float = 0.02, max_backoff: float = 60.0):
+                 watch_timeout: int = 300, debounce: float = 0.0, max_backoff: float = 60.0):
         self.copilot, self.notifier = copilot, notifier
         self.resync_interval, self.poll_interval, self.watch_timeout = resync_interval, poll_interval, watch_timeout
         self.debounce, self.max_backoff = debounce, max_backoff
@@ -958,8 +958,8 @@ class Runner:
             if not (woken or full):
                 continue
             if woken and not full:
-                # A pass starts `debounce` seconds after the one before ended at the earliest: a lone
-                # event is acted on at once, a burst gathers while the pass before runs and this wait ends.
+                # A pass starts `debounce` seconds after the one before ended at the earliest (by default at
+                # once): a burst gathers while the pass before runs, and while this wait lasts.
                 self.stop.wait(max(0.0, last_pass + self.debounce - time.monotonic()))
             self.wake.clear()
             try:
