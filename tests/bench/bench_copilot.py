@@ -222,7 +222,7 @@ def memory_of(pid: int) -> dict:
 
 
 class CpuShares:
-    """CPU seconds each process spent per phase, and the wall-clock seconds of the phase."""
+    """CPU seconds each process spent per phase, the wall-clock seconds of the phase, the copilot's VmRSS and VmHWM at its end."""
 
     def __init__(self, pids: dict[str, int]):
         self.pids = pids
@@ -233,9 +233,10 @@ class CpuShares:
         return time.monotonic(), {name: cpu_seconds(pid) for name, pid in self.pids.items()}
 
     def phase(self, name: str) -> None:
-        """The phase that ended now (the next starts now)."""
+        """The phase that ended now (the next starts now), and the copilot's memory at its end."""
         (wall0, cpu0), (wall1, cpu1) = self._start, self._now()
         self.phases[name] = dict({who: round(cpu1[who] - cpu0[who], 2) for who in cpu1}, wall_s=round(wall1 - wall0, 2))
+        self.phases[name]["copilot_memory_mb"] = {k: v for k, v in memory_of(self.pids["copilot"]).items() if k != "cpu_seconds"}
         self._start = (wall1, cpu1)
 
 
