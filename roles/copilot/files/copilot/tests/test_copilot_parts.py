@@ -8,8 +8,6 @@ import json
 import pathlib
 import pkgutil
 import socket
-import threading
-import time
 
 import httpx
 import pytest
@@ -32,7 +30,7 @@ from hybridhpc_copilot.kube import (
     label_selector_matches,
     ledger_body,
 )
-from hybridhpc_copilot.loop import Copilot, Executor, Informer, compact, lanes
+from hybridhpc_copilot.loop import Copilot, Executor, Informer, compact
 from hybridhpc_copilot.metrics import LedgerCollector, Metrics, exposition_chunks
 from hybridhpc_copilot.poller import SlurmPoller, changed_nodes
 from hybridhpc_copilot.slurm import RestSlurm, SlurmRefused, SlurmUnavailable, node_from_rest
@@ -253,57 +251,6 @@ def test_a_relist_keeps_the_cached_objects_the_list_shows_unchanged():
     # The unchanged one is the very object cached (not compacted again); the changed one is the list's.
     assert informer.get("k8s-c1") is first["k8s-c1"]
     assert [o["metadata"]["name"] for o in kept] == ["k8s-c2"] and informer.get("k8s-c2")["status"] == {"admissions": {}}
-
-
-def test_lanes_keep_each_slurm_nodes_actions_together_in_order_and_the_untied_ones_last():
-    shares = {"k8s-a": "c1", "k8s-b": "c1", "k8s-c": "c2"}  # k8s-x shares no Slurm node
-    actions = [core.WriteStatus("k8s-a", "1", {}), core.SetGres("k8s-a", "c1", "g", (1, 1), "r"),
-               core.SetGres(None, "c9", "g", (0, 0), "unshared"), core.WriteStatus("k8s-b", "1", {}),
-               core.WriteStatus("k8s-c", "1", {}), core.AddFinalizer("k8s-x", "1"), core.SetGres("k8s-c", "c2", "g", (1, 1), "r")]
-    assert lanes(actions, shares.get) == [[actions[0], actions[1], actions[3]], [actions[4], actions[6]], [actions[5]], [actions[2]]]
-    assert lanes(actions[:2], shares.get) == [actions[:2]]
-
-
-class SerialKube(FakeKube):
-    """The fake with its writes one at a time (it is not thread-safe; the real client is)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.lock = threading.Lock()
-
-    def replace_status(self, obj):
-        with self.lock:
-            return super().replace_status(obj)
-
-
-def test_the_executor_runs_lanes_side_by_side_each_in_order():
-    kube = SerialKube()
-    names_ = ["k8s-c%d" % i for i in range(1, 7)]
-    for name in names_:
-        kube.create(GENERICNODES, generic_node(name, name[4:], status={}))
-    informer = Informer(kube, GENERICNODES)
-    informer.relist()
-    running, most, order = [0], [0], []
-    lock = threading.Lock()
-
-    def slow_slurm(op, node):
-        with lock:
-            running[0] += 1
-            most[0] = max(most[0], running[0])
-            # What Slurm is told about a node comes after its ledger write.
-            order.append((node, kube.objects[GENERICNODES]["k8s-" + node]["status"] == {"admissions": {"a": {}}}))
-        time.sleep(0.05)
-        with lock:
-            running[0] -= 1
-
-    slurm = FakeSlurm([FakeNode(name[4:], 4, 8000) for name in names_], fault=slow_slurm)
-    actions = [a for name in names_ for a in (core.WriteStatus(name, informer.get(name)["metadata"]["resourceVersion"], {"admissions": {"a": {}}}),
-                                              core.SetGres(name, name[4:], "k8scpu:1,k8smemory:1", (1, 1), "r"))]
-    started = time.monotonic()
-    outcome = Executor(kube, slurm, informer, workers=3).run(actions)
-    assert outcome.applied == actions and outcome.wrote == 12 and not outcome.errors
-    assert most[0] == 3 and time.monotonic() - started < 6 * 0.05  # three lanes at a time
-    assert sorted(order) == [(name[4:], True) for name in names_]
 
 
 def test_decisions_are_logged_only_once_the_ledger_took_them():

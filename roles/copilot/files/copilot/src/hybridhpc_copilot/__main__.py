@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from . import __version__, config, logs
-from .loop import DAEMON_WORKERS, Copilot, Runner
+from .loop import Copilot, Runner
 from .metrics import Metrics
 from .systemd import Notifier
 
@@ -58,8 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     notifier = Notifier()
     runner = None
     copilot = Copilot(kube, slurm, cfg.settings(), cfg.cluster_name, cfg.cluster_namespace, metrics,
-                      dry_run=cfg.dry_run, on_change=lambda what: runner.changed(what) if runner else None,
-                      workers=DAEMON_WORKERS)
+                      dry_run=cfg.dry_run, on_change=lambda what: runner.changed(what) if runner else None)
     try:
         if cfg.once:
             result = copilot.sync(full=True)

@@ -25,7 +25,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -173,44 +172,11 @@ class Outcome:
     applied: list[core.Action] = field(default_factory=list)  # actions carried out (or, in dry-run, planned)
 
 
-def lanes(actions: list[core.Action], slurm_node_of: Callable[[str], str | None]) -> list[list[core.Action]]:
-    """The actions in lanes that may run side by side: one per Slurm node, in the order given, then one lane for
-    the actions tied to no GenericNode (they come last from ``core.reconcile``, and stay last).
-
-    Everything about one Slurm node (the actions of every GenericNode sharing it)
-    stays in one lane, in order: its ledger writes still come before what Slurm
-    is told. A GenericNode that shares no Slurm node is a lane of its own.
-    """
-    by_lane: dict[str, list[core.Action]] = {}
-    untied: list[core.Action] = []
-    for action in actions:
-        if action.node is None:
-            untied.append(action)
-        else:
-            by_lane.setdefault(slurm_node_of(action.node) or "GenericNode " + action.node, []).append(action)
-    return [*by_lane.values(), *([untied] if untied else [])]
-
-
-# Lanes the daemon runs at once: enough to keep the API server and slurmrestd busy while the copilot
-# decodes answers, few enough for their connection pools (the kubernetes package's holds 5 per CPU).
-DAEMON_WORKERS = 4
-
-
 class Executor:
-    """Carries a round's actions out: lanes of different Slurm nodes side by side (``workers`` at once), each in order.
-
-    A round writes to many GenericNodes and Slurm nodes (a burst of admissions:
-    a ledger write, a GRES change and a second ledger write each); one at a
-    time, the round waits for every answer in turn. One worker (the default)
-    runs them all in order: the in-memory fakes of the tests are not
-    thread-safe; the daemon's clients are, and it runs :data:`DAEMON_WORKERS`.
-    """
-
     def __init__(self, kube: Kube, slurm: Slurm, informer: Informer, metrics: Metrics | None = None, dry_run: bool = False,
-                 nodes: Informer | None = None, workers: int = 1):
+                 nodes: Informer | None = None):
         self.kube, self.slurm, self.informer, self.metrics, self.dry_run = kube, slurm, informer, metrics, dry_run
         self.nodes = nodes
-        self.workers = workers
         # One handler per kind of action: a new action is a class in core (or a strategy) and a line here.
         self._handlers: dict[type[core.Action], Callable[[Any, Latest], None]] = {
             core.WriteStatus: self._write_status,
@@ -225,25 +191,6 @@ class Executor:
         }
 
     def run(self, actions: list[core.Action]) -> Outcome:
-        """Every lane's actions; the outcome lists them lane after lane (the order given, as one GenericNode's are
-        contiguous there)."""
-        if self.dry_run or self.workers <= 1:
-            return self._run_lane(actions)
-        groups = lanes(actions, self._slurm_node_of)
-        if len(groups) <= 1:
-            return self._run_lane(actions)
-        untied = groups.pop() if groups[-1][0].node is None else []
-        with ThreadPoolExecutor(max_workers=min(self.workers, len(groups)), thread_name_prefix="executor") as pool:
-            outcomes = list(pool.map(self._run_lane, groups))
-        outcomes.append(self._run_lane(untied))
-        return Outcome(wrote=sum(o.wrote for o in outcomes), conflicts=sum(o.conflicts for o in outcomes),
-                       errors=[e for o in outcomes for e in o.errors], applied=[a for o in outcomes for a in o.applied])
-
-    def _slurm_node_of(self, name: str) -> str | None:
-        obj = self.informer.get(name)
-        return core.alias_of(obj) if obj is not None and core.is_slurm_node(obj) else None
-
-    def _run_lane(self, actions: list[core.Action]) -> Outcome:
         outcome = Outcome()
         blocked: set[str | None] = set()
         latest: Latest = {}
@@ -585,8 +532,7 @@ class Copilot:
 
     def __init__(self, kube: Kube, slurm: Slurm, settings: core.Settings, cluster_name: str,
                  cluster_namespace: str | None = None, metrics: Metrics | None = None, dry_run: bool = False,
-                 clock: Callable[[], float] = time.time, max_rounds: int = 6, on_change: Callable[[str], None] | None = None,
-                 workers: int = 1):
+                 clock: Callable[[], float] = time.time, max_rounds: int = 6, on_change: Callable[[str], None] | None = None):
         selector = "%s=%s" % (names.LABEL_CLUSTER_NAME, cluster_name)
         if cluster_namespace:
             selector += ",%s=%s" % (names.LABEL_CLUSTER_NAMESPACE, cluster_namespace)
@@ -602,7 +548,7 @@ class Copilot:
         self.nodes = Informer(kube, NODES, None, self._changed, node_fields)
         self.informers = (self.generic_nodes, self.pods, self.nodes)
         self.poller = SlurmPoller(slurm, on_change=self._slurm_changed)
-        self.executor = Executor(kube, slurm, self.generic_nodes, metrics, dry_run, self.nodes, workers)
+        self.executor = Executor(kube, slurm, self.generic_nodes, metrics, dry_run, self.nodes)
         if metrics is not None:
             metrics.ledger.source = self.ledger_rows  # the per-node gauges, read from the cache at each scrape
 
