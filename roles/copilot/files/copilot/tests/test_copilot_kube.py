@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -88,9 +90,9 @@ def test_lists_are_read_in_chunks_each_kept_before_the_next_and_listed_whole_whe
     # The snapshot went (410 on the next chunk): listed again, whole, with what changed meanwhile.
     real_json = kube._json
 
-    def json_then_compact(what, method, *args, **kwargs):
-        answer = real_json(what, method, *args, **kwargs)
-        if "_continue" not in kwargs and kwargs.get("limit"):
+    def json_then_compact(what, method, path, query=None, *args, **kwargs):
+        answer = real_json(what, method, path, query, *args, **kwargs)
+        if query and "continue" not in query and query.get("limit"):
             add_admission(kube, "k8s-c5", admission("a1"))
             world.state.compact()  # the token's snapshot is gone: 410 on the next chunk
         return answer
@@ -150,6 +152,22 @@ def test_errors_are_sorted_into_temporary_and_permanent(kube, world):
     with pytest.raises(PermanentError) as err:
         kube.list_objects(PODS)
     assert err.value.status == 401
+
+
+def test_the_client_loads_none_of_the_generated_api_classes(kubeconfig):
+    """They cost about 23 MB with kubernetes 37, and the copilot reads raw JSON: only the configuration and pool are used."""
+    probe = (
+        "import sys, kubernetes.client\n"
+        "eager = 'kubernetes.client.api.core_v1_api' in sys.modules\n"  # releases before 31 import every API at once
+        "from hybridhpc_copilot.kube import KubeClient, NODES\n"
+        "KubeClient(sys.argv[1]).list_objects(NODES)\n"
+        "print(eager, sorted(m for m in sys.modules if m.startswith('kubernetes.client.api.')))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, "-c", probe, kubeconfig], capture_output=True, text=True, env=env, check=True).stdout.split(" ", 1)
+    if out[0] == "True":
+        pytest.skip("this kubernetes package imports every API class with kubernetes.client")
+    assert out[1].strip() == "[]"
 
 
 def test_a_missing_crd_is_a_permanent_error_that_says_what_to_install(kubeconfig, api_server):

@@ -16,6 +16,8 @@ from copilot_builders import CLUSTER, admission, entry, generic_node, parse_expo
 from fake_kube import FakeKube
 from fake_slurm import FakeNode, FakeSlurm
 from fake_slurmrestd import FakeSlurmrestd, rest_slurm_of
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from hybridhpc_copilot import config, core, loop, names, placeholder, tokens, units
 from hybridhpc_copilot._vendor import jwt
@@ -31,7 +33,7 @@ from hybridhpc_copilot.kube import (
     ledger_body,
 )
 from hybridhpc_copilot.loop import Copilot, Executor, Informer, compact
-from hybridhpc_copilot.metrics import Metrics
+from hybridhpc_copilot.metrics import LedgerCollector, Metrics, exposition_chunks
 from hybridhpc_copilot.poller import SlurmPoller, changed_nodes
 from hybridhpc_copilot.slurm import RestSlurm, SlurmRefused, SlurmUnavailable, node_from_rest
 from hybridhpc_copilot.systemd import Notifier
@@ -78,7 +80,7 @@ def test_a_full_config_file_loads(tmp_path):
     assert (cfg.cluster_name, cfg.slurmrestd.url, cfg.slurmrestd.user, cfg.token.source) == ("onprem", "http://ctl:6820", "admin", "secret")
     assert cfg.dry_run and not cfg.once and cfg.log_level == "debug" and cfg.metrics.port == 0
     assert cfg.settings().configured == {"c1": core.Capacity(4, 8000)} and cfg.settings().usage_source == "gres"
-    assert cfg.debounce == 0.05 and config.from_dict({"cluster_name": "x"}).debounce == 0.02
+    assert cfg.debounce == 0.05 and config.from_dict({"cluster_name": "x"}).debounce == 0
 
 
 @pytest.mark.parametrize(("data", "message"), [
@@ -238,6 +240,22 @@ def test_the_informer_ignores_older_events_and_relists_after_gone():
     assert informer.get("n")["metadata"]["annotations"]["b"] == "2"
 
 
+def test_a_relist_keeps_the_cached_objects_the_list_shows_unchanged():
+    kept = []
+    kube = FakeKube()
+    for name in ("k8s-c1", "k8s-c2"):
+        kube.create(GENERICNODES, generic_node(name, name[4:], status={}))
+    informer = Informer(kube, GENERICNODES, keep=lambda obj: kept.append(obj) or compact(obj))
+    informer.relist()
+    first = informer.snapshot()
+    kube.update(GENERICNODES, dict(kube.objects[GENERICNODES]["k8s-c2"], status={"admissions": {}}))
+    del kept[:]
+    informer.relist()
+    # The unchanged one is the very object cached (not compacted again); the changed one is the list's.
+    assert informer.get("k8s-c1") is first["k8s-c1"]
+    assert [o["metadata"]["name"] for o in kept] == ["k8s-c2"] and informer.get("k8s-c2")["status"] == {"admissions": {}}
+
+
 def test_decisions_are_logged_only_once_the_ledger_took_them():
     kube = FakeKube(fault=lambda op, kind, name: (_ for _ in ()).throw(Conflict("x", 409)) if op == "replace_status" else None)
     kube.create(GENERICNODES, generic_node(status={}))
@@ -263,8 +281,7 @@ def test_pod_cache_misses_are_confirmed_with_a_get():
     assert ("default", "p1") in observed.pods and ("get", PODS, "p1") in kube.calls
 
 
-@pytest.mark.parametrize("use_prometheus_client", [True, False])
-def test_the_ledger_gauges_are_read_from_the_cache_at_each_scrape(use_prometheus_client):
+def test_the_ledger_gauges_are_read_from_the_cache_at_each_scrape():
     kube = FakeKube()
     status = {"admissions": {"a1": entry(names.GRANTED), "a2": entry(names.RESERVED, pod="p2")},
               "allocatedResources": [{"type": "Kubernetes", "allocated": {"cpu": "1500m", "memory": "1Gi"}}],
@@ -272,7 +289,7 @@ def test_the_ledger_gauges_are_read_from_the_cache_at_each_scrape(use_prometheus
     kube.create(GENERICNODES, generic_node(status=status))
     kube.create(GENERICNODES, generic_node("k8s-c2", "c2", status={}, finalizers=()))
     kube.create(GENERICNODES, generic_node("k8s-x", "x", node_type="Other", status=status))
-    metrics = Metrics(use_prometheus_client)
+    metrics = Metrics()
     copilot = Copilot(kube, rest_slurm_of(FakeSlurm()), core.Settings(), CLUSTER, metrics=metrics)
     copilot.relist()
     samples = parse_exposition(metrics.exposition().decode())
@@ -380,9 +397,25 @@ def test_nothing_fake_is_in_the_installed_package():
 # -- metrics and systemd ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("use_prometheus_client", [True, False])
-def test_metrics_expose_the_same_names_with_or_without_prometheus_client(use_prometheus_client):
-    metrics = Metrics(use_prometheus_client)
+# Every family /metrics shows and its labels (the README's table; dashboards and alerts read them).
+FAMILIES = {
+    "hybridhpc_copilot_reconciles": ("counter", {"mode"}),
+    "hybridhpc_copilot_errors": ("counter", {"kind"}),
+    "hybridhpc_copilot_actions": ("counter", {"action"}),
+    "hybridhpc_copilot_conflicts": ("counter", set()),
+    "hybridhpc_copilot_reconcile_duration_seconds": ("histogram", set()),
+    "hybridhpc_copilot_ledger_allocated": ("gauge", {"node", "type", "resource"}),
+    "hybridhpc_copilot_admissions": ("gauge", {"node", "state"}),
+    "hybridhpc_copilot_overcommitted": ("gauge", {"node"}),
+    "hybridhpc_copilot_ready": ("gauge", set()),
+    "hybridhpc_copilot_last_success_timestamp_seconds": ("gauge", set()),
+}
+
+
+def test_metrics_keep_their_names_and_labels():
+    metrics = Metrics()
+    metrics.actions.labels("SetGres").inc()
+    metrics.conflicts.inc()
     metrics.reconciles.labels("full").inc()
     metrics.errors.labels("Conflict").inc()
     metrics.latency.observe(0.02)
@@ -398,15 +431,20 @@ def test_metrics_expose_the_same_names_with_or_without_prometheus_client(use_pro
     assert samples[("hybridhpc_copilot_reconcile_duration_seconds_bucket", (("le", "0.025"),))] == 1.0
     assert samples[("hybridhpc_copilot_reconcile_duration_seconds_count", ())] == 1.0
     assert samples[("hybridhpc_copilot_admissions", (("node", "k8s-c1"), ("state", "Reserved")))] == 0.0
+    # Prometheus' own reading of the text: each family once, with its type and labels.
+    families = [f for f in text_string_to_metric_families(metrics.exposition().decode()) if not f.name.endswith("_created")]
+    assert sorted(f.name for f in families) == sorted(FAMILIES)
+    for family in families:
+        kind, labels = FAMILIES[family.name]
+        assert family.type == kind and {k for s in family.samples for k in s.labels} - {"le"} == labels, family.name
     rows[:] = [("k8s-c2", {}, {}, False)]  # k8s-c1 left the cache
     text = metrics.exposition().decode()
     assert 'node="k8s-c1"' not in text
     assert parse_exposition(text)[("hybridhpc_copilot_overcommitted", (("node", "k8s-c2"),))] == 0.0
 
 
-@pytest.mark.parametrize("use_prometheus_client", [True, False])
-def test_metrics_are_served_in_batches_and_a_failing_source_answers_500(use_prometheus_client):
-    metrics = Metrics(use_prometheus_client)
+def test_metrics_are_served_one_family_at_a_time_and_a_failing_source_answers_500():
+    metrics = Metrics()
     metrics.ledger.source = lambda: [("k8s-c%05d" % i, {("Slurm", "cpu"): i}, {"Granted": 1}, False) for i in range(3000)]
     server = metrics.serve("127.0.0.1", 0)
     try:
@@ -421,6 +459,34 @@ def test_metrics_are_served_in_batches_and_a_failing_source_answers_500(use_prom
         assert httpx.get(url).status_code == 500
     finally:
         metrics.close()
+
+
+def test_the_ledger_collector_reads_the_cache_at_each_scrape_and_holds_no_child_per_node():
+    reads = []
+
+    def source():
+        reads.append(1)
+        return [("k8s-c%d" % i, {("Slurm", "cpu"): i}, {"Granted": 1}, False) for i in range(50)]
+
+    CollectorRegistry(auto_describe=True).register(LedgerCollector(source))  # registering reads nothing
+    assert reads == []
+    metrics = Metrics()
+    metrics.ledger.source = source
+    metrics.exposition()
+    metrics.exposition()
+    assert len(reads) == 2 * 3  # each of the three families reads the rows as it is written
+    # What stays between scrapes: the collector and its source, nothing per node.
+    assert vars(metrics.ledger) == {"source": source}
+
+
+def test_the_per_node_families_are_written_in_pieces_that_add_up_to_prometheus_clients_exposition():
+    metrics = Metrics()
+    metrics.reconciles.labels("full").inc()
+    metrics.ledger.source = lambda: [("k8s-c%02d" % i, {("Slurm", "cpu"): i}, {"Granted": 1}, i % 2 == 0) for i in range(25)]
+    pieces = list(exposition_chunks(metrics.registry, batch=10))
+    assert b"".join(pieces) == generate_latest(metrics.registry)  # the same text as written whole
+    ledger = [p for p in pieces if b"node=" in p]
+    assert max(p.count(b"node=") for p in ledger) == 10 and sum(p.count(b"node=") for p in ledger) == 25 * (1 + 4 + 1)
 
 
 def test_sd_notify_is_a_no_op_outside_systemd_and_speaks_to_abstract_sockets():

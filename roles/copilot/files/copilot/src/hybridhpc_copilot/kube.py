@@ -20,8 +20,9 @@ list), :class:`TemporaryError` (5xx, 429, no connection: retry with backoff)
 and :class:`PermanentError` (401, 403, 404 of a whole API, 422: report).
 A missing object is not an error: ``get_object`` answers ``None``.
 
-:class:`KubeClient` uses the ``kubernetes`` package and a kubeconfig (or the
-in-cluster service account). The tests' in-memory API server
+:class:`KubeClient` speaks HTTP through the ``kubernetes`` package's
+connection pool, configured from a kubeconfig (or the in-cluster service
+account). The tests' in-memory API server
 (``tests/fake_kube.py``) implements :class:`Kube` too; nothing fake is
 installed on hosts.
 """
@@ -30,13 +31,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
+from urllib.parse import quote, urlencode
 
 from . import names
 from .ledger import JsonObject, Status
-
-if TYPE_CHECKING:
-    from kubernetes.client import ApiClient
 
 # What a list keeps of each object (the informers keep only the fields the copilot reads).
 Keep = Callable[[JsonObject], JsonObject]
@@ -194,63 +193,96 @@ def label_selector_matches(selector: str | None, labels: dict[str, str] | None) 
 # -- the real client ----------------------------------------------------------------------
 
 
-class KubeClient(GenericNodeWrites):
-    """The Kubernetes API through the ``kubernetes`` package (python3-kubernetes 22.6 or later).
+# Where each kind lives in the API: its collection (a Pod's, in every namespace) and one object by name.
+_COLLECTIONS = {
+    GENERICNODES: "/apis/%s/%s/%s" % (names.GROUP, names.VERSION, names.PLURAL),
+    PODS: "/api/v1/pods",
+    NODES: "/api/v1/nodes",
+}
 
-    Only calls every version since 22.6 has, with ``_preload_content=False``
-    so answers arrive as raw JSON; writes are ``PUT`` (no patch content-type
-    guessing, which differs between versions) except the Node annotation, a
-    patch core kinds accept in every content type the client may pick.
+
+def object_path(kind: str, name: str, namespace: str | None = None) -> str:
+    """The API path of one object (``namespace`` for namespaced kinds)."""
+    if kind in NAMESPACED:
+        return "/api/v1/namespaces/%s/%s/%s" % (quote(str(namespace), safe=""), kind, quote(name, safe=""))
+    return "%s/%s" % (_COLLECTIONS[kind], quote(name, safe=""))
+
+
+class KubeClient(GenericNodeWrites):
+    """The Kubernetes API over HTTP, configured by the ``kubernetes`` package (python3-kubernetes 22.6 or later).
+
+    The package loads the kubeconfig (or the in-cluster service account) and
+    builds the connection pool (TLS, client certificates, proxy); the requests
+    go through that pool as plain HTTP with JSON bodies. The package's
+    generated API classes are not used: the copilot reads raw JSON anyway, and
+    they cost about 23 MB of memory (CoreV1Api alone 21 MB with kubernetes 37)
+    and, per request, a validation and serialisation pass over the body.
+    Writes are ``PUT`` except the Node annotation, a JSON merge patch.
     """
 
-    def __init__(self, kubeconfig: str | None = None, context: str | None = None, api_client: ApiClient | None = None,
+    def __init__(self, kubeconfig: str | None = None, context: str | None = None, configuration: Any = None,
                  request_timeout: float = 30.0, list_chunk: int = 500):
         from kubernetes import client, config
+        from kubernetes.client import rest
 
-        if api_client is None:
+        if configuration is None:
             configuration = client.Configuration()
             if kubeconfig or not _in_cluster():
                 config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
             else:
                 config.load_incluster_config(client_configuration=configuration)
-            api_client = client.ApiClient(configuration)
-        self.api_client = api_client
-        self.core = client.CoreV1Api(api_client)
-        self.custom = client.CustomObjectsApi(api_client)
+        self.configuration = configuration
+        self.host = configuration.host  # a property that reads the proxy settings from the environment each time
+        self.pool = rest.RESTClientObject(configuration).pool_manager
         self.request_timeout = request_timeout
         self.list_chunk = list_chunk
-        from kubernetes.client.exceptions import ApiException
-
-        self._api_exception = ApiException
 
     # -- plumbing ------------------------------------------------------------------
-    def _call(self, what: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _headers(self, content_type: str | None = None) -> dict[str, str]:
+        """Accept JSON, and the credentials the configuration holds now (it refreshes expiring ones)."""
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        for auth in self.configuration.auth_settings().values():
+            if auth.get("in") == "header" and auth.get("value"):
+                headers[auth["key"]] = auth["value"]
+        return headers
+
+    def _request(self, what: str, method: str, path: str, query: dict[str, Any] | None = None, body: JsonObject | None = None,
+                 content_type: str = "application/json", timeout: Any = None) -> Any:
+        """The response, not read yet (a watch streams it); errors as :class:`KubeError`."""
         import urllib3
 
-        kwargs.setdefault("_request_timeout", self.request_timeout)
+        url = self.host + path + ("?" + urlencode(query) if query else "")
         try:
-            response = method(*args, _preload_content=False, **kwargs)
-        except self._api_exception as err:
-            raise error_for(err.status, "%s: HTTP %s %s: %s" % (what, err.status, err.reason, _status_message(err.body))) from err
+            response = self.pool.request(
+                method, url, body=None if body is None else json.dumps(body), preload_content=False,
+                headers=self._headers(content_type if body is not None else None),
+                timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]) if isinstance(timeout, tuple) else (timeout or self.request_timeout))
         except (urllib3.exceptions.HTTPError, OSError) as err:
             raise TemporaryError("%s: %s: %s" % (what, type(err).__name__, err)) from err
+        if response.status >= 400:
+            try:
+                body_text = response.read()
+            finally:
+                response.release_conn()
+            raise error_for(response.status, "%s: HTTP %s %s: %s" % (what, response.status, response.reason, _status_message(body_text)))
         return response
 
-    def _json(self, what: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> JsonObject:
-        response = self._call(what, method, *args, **kwargs)
+    def _json(self, what: str, method: str, path: str, query: dict[str, Any] | None = None, body: JsonObject | None = None,
+              content_type: str = "application/json") -> JsonObject:
+        import urllib3
+
+        response = self._request(what, method, path, query, body, content_type)
         try:
-            data: JsonObject = json.loads(response.data)
+            data: JsonObject = json.loads(response.read())
             return data
         except ValueError as err:
             raise TemporaryError("%s: the answer is not JSON: %s" % (what, err)) from err
-
-    def _list_method(self, kind: str) -> Callable[..., Any]:
-        methods: dict[str, Callable[..., Any]] = {
-            GENERICNODES: lambda **kw: self.custom.list_cluster_custom_object(names.GROUP, names.VERSION, names.PLURAL, **kw),
-            PODS: self.core.list_pod_for_all_namespaces,
-            NODES: self.core.list_node,
-        }
-        return methods[kind]
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            raise TemporaryError("%s: %s: %s" % (what, type(err).__name__, err)) from err
+        finally:
+            response.release_conn()
 
     # -- the interface ---------------------------------------------------------------
     def list_objects(self, kind: str, label_selector: str | None = None, keep: Keep | None = None) -> tuple[list[JsonObject], str]:
@@ -270,13 +302,13 @@ class KubeClient(GenericNodeWrites):
                 err, names.CRD_NAME, names.CRD_NAME), 404) from err
 
     def _list(self, kind: str, label_selector: str | None, keep: Keep | None, limit: int) -> tuple[list[JsonObject], str]:
-        kwargs: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
+        query: dict[str, Any] = {"labelSelector": label_selector} if label_selector else {}
         if limit:
-            kwargs["limit"] = limit
+            query["limit"] = limit
         items: list[JsonObject] = []
         resource_version = None
         while True:
-            data = self._json("list %s" % kind, self._list_method(kind), **kwargs)
+            data = self._json("list %s" % kind, "GET", _COLLECTIONS[kind], query)
             chunk = data.get("items") or []
             items.extend(chunk if keep is None else map(keep, chunk))
             meta = data.get("metadata") or {}
@@ -284,16 +316,16 @@ class KubeClient(GenericNodeWrites):
                 resource_version = str(meta.get("resourceVersion") or "")
             if not meta.get("continue"):
                 return items, resource_version
-            kwargs["_continue"] = meta["continue"]
+            query["continue"] = meta["continue"]
             del data, chunk  # this chunk's raw objects go before the next arrives
 
     def watch_objects(self, kind: str, resource_version: str, timeout_seconds: int = 300,
                       label_selector: str | None = None) -> Iterator[tuple[str, JsonObject]]:
-        kwargs: dict[str, Any] = {"watch": True, "resource_version": resource_version, "timeout_seconds": int(timeout_seconds),
-                  "allow_watch_bookmarks": True, "_request_timeout": (10, timeout_seconds + 30)}
+        query: dict[str, Any] = {"watch": "true", "resourceVersion": resource_version, "timeoutSeconds": int(timeout_seconds),
+                                 "allowWatchBookmarks": "true"}
         if label_selector:
-            kwargs["label_selector"] = label_selector
-        response = self._call("watch %s" % kind, self._list_method(kind), **kwargs)
+            query["labelSelector"] = label_selector
+        response = self._request("watch %s" % kind, "GET", _COLLECTIONS[kind], query, timeout=(10, timeout_seconds + 30))
         try:
             for line in _lines(response):
                 try:
@@ -310,33 +342,26 @@ class KubeClient(GenericNodeWrites):
             response.release_conn()
 
     def get_object(self, kind: str, name: str, namespace: str | None = None) -> JsonObject | None:
+        if kind not in _COLLECTIONS and kind not in NAMESPACED:
+            raise ValueError("unknown kind %s" % kind)
+        where = "%s/%s" % (namespace, name) if kind in NAMESPACED else name
         try:
-            if kind == GENERICNODES:
-                return self._json("get genericnode %s" % name, self.custom.get_cluster_custom_object,
-                                  names.GROUP, names.VERSION, names.PLURAL, name)
-            if kind == PODS:
-                return self._json("get pod %s/%s" % (namespace, name), self.core.read_namespaced_pod, name, namespace)
-            if kind == NODES:
-                return self._json("get node %s" % name, self.core.read_node, name)
-            if kind == SECRETS:
-                return self._json("get secret %s/%s" % (namespace, name), self.core.read_namespaced_secret, name, namespace)
+            return self._json("get %s %s" % (kind[:-1], where), "GET", object_path(kind, name, namespace))
         except NotFound:
             return None
-        raise ValueError("unknown kind %s" % kind)
 
     def replace_status(self, obj: JsonObject) -> JsonObject:
         name = obj["metadata"]["name"]
-        return self._json("update genericnode %s status" % name, self.custom.replace_cluster_custom_object_status,
-                          names.GROUP, names.VERSION, names.PLURAL, name, obj)
+        return self._json("update genericnode %s status" % name, "PUT", object_path(GENERICNODES, name) + "/status", body=obj)
 
     def replace_object(self, obj: JsonObject) -> JsonObject:
         name = obj["metadata"]["name"]
-        return self._json("update genericnode %s" % name, self.custom.replace_cluster_custom_object,
-                          names.GROUP, names.VERSION, names.PLURAL, name, obj)
+        return self._json("update genericnode %s" % name, "PUT", object_path(GENERICNODES, name), body=obj)
 
     def annotate_node(self, name: str, key: str, value: str | None) -> JsonObject:
         body = {"metadata": {"annotations": {key: value}}}
-        return self._json("annotate node %s" % name, self.core.patch_node, name, body)
+        return self._json("annotate node %s" % name, "PATCH", object_path(NODES, name), body=body,
+                          content_type="application/merge-patch+json")
 
     def read_secret(self, namespace: str, name: str) -> JsonObject | None:
         return self.get_object(SECRETS, name, namespace)
