@@ -16,6 +16,11 @@ def slurm_cluster_members(cluster, groups, hostvars, dbd_hosts=None):
     return cluster_plan.cluster_members(cluster, groups, lambda host: hostvars[host] if host in hostvars else {}, dbd_hosts)
 
 
+def slurm_cluster_planner(cluster, groups, hostvars, play_hosts):
+    """The controller that decides the cluster's plan for its other hosts in this play, or None."""
+    return cluster_plan.cluster_planner(cluster, groups, lambda host: hostvars[host] if host in hostvars else {}, play_hosts)
+
+
 def slurm_cluster_actions(controllers, members, play_hosts, hostvars):
     """What one cluster needs (actor, reconfigure, markers to clear) from its members' recorded state."""
     return cluster_plan.cluster_actions(controllers, members, play_hosts, cluster_plan.member_states(members, hostvars))
@@ -43,6 +48,7 @@ class FilterModule(object):
         return {
             "slurm_cluster_members": slurm_cluster_members,
             "slurm_cluster_actions": slurm_cluster_actions,
+            "slurm_cluster_planner": slurm_cluster_planner,
             "slurm_nodes_leaving": slurm_nodes_leaving,
             "slurm_cluster_restart_required": slurm_cluster_restart_required,
             "slurm_cluster_renamed_from": slurm_cluster_renamed_from,

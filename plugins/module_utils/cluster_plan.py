@@ -80,6 +80,24 @@ def cluster_members(cluster, groups, host_vars, dbd_hosts=None):
     }
 
 
+def cluster_planner(cluster, groups, host_vars, play_hosts):
+    """The host that decides the cluster's plan for the others, or None.
+
+    The cluster's first controller (inventory order) that this play runs:
+    its members and slurm.conf model are computed there once, and every other
+    host of the cluster copies them. ``host_vars(host)`` is read for the
+    controllers only: another host's variables cost a full variable
+    computation each, so reading every host's per host grows with the square
+    of the cluster. None (each host decides for itself) when the play runs no
+    controller of the cluster (--limit).
+    """
+    play = set(play_hosts or [])
+    for host in groups.get(CONTROLLER_GROUP) or []:
+        if host in play and (host_vars(host) or {}).get("slurm_cluster_name") == cluster:
+            return host
+    return None
+
+
 def acting_controller(controllers, play_hosts):
     """The first of the cluster's controllers (inventory order) that this run includes, or None."""
     play = set(play_hosts or [])

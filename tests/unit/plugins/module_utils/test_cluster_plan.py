@@ -122,3 +122,33 @@ def test_members_of_each_cluster_in_inventory_order():
     assert cloud["controllers"] == ["cl-ctl1"] and cloud["dbd_hosts"] == ["on-ctl1"] and cloud["login_hosts"] == []
     assert slurm_cluster_members("cloud", groups, hostvars, ["db9"])["dbd_hosts"] == ["db9"]
     assert slurm_cluster_members("none", groups, hostvars)["hosts"] == []
+
+
+class CountingHostvars(dict):
+    """hostvars that count reads: each costs Ansible a full variable computation."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.reads = []
+
+    def __getitem__(self, host):
+        self.reads.append(host)
+        return super().__getitem__(host)
+
+
+def test_each_cluster_is_planned_by_its_first_controller_in_the_play():
+    from ansible_collections.hybridhpc.slurm.plugins.filter.cluster_plan import slurm_cluster_planner
+
+    groups = {"slurmctld": ["cl-ctl1", "on-ctl1", "on-ctl2"], "slurmd": ["on-c%d" % i for i in range(100)]}
+    hostvars = CountingHostvars({h: {"slurm_cluster_name": "onprem"} for h in ("on-ctl1", "on-ctl2")})
+    hostvars.update({"cl-ctl1": {"slurm_cluster_name": "cloud"}})
+    hostvars.update({h: {"slurm_cluster_name": "onprem"} for h in groups["slurmd"]})
+    everyone = list(hostvars)
+    assert slurm_cluster_planner("onprem", groups, hostvars, everyone) == "on-ctl1"
+    assert slurm_cluster_planner("cloud", groups, hostvars, everyone) == "cl-ctl1"
+    # Only controllers are read, never the (many) compute hosts.
+    assert set(hostvars.reads) <= set(groups["slurmctld"])
+    # --limit: the HA partner plans; no controller of the cluster in the play, nobody does.
+    assert slurm_cluster_planner("onprem", groups, hostvars, ["on-ctl2", "on-c1"]) == "on-ctl2"
+    assert slurm_cluster_planner("onprem", groups, hostvars, ["on-c1", "cl-ctl1"]) is None
+    assert slurm_cluster_planner("lost", groups, hostvars, everyone) is None
