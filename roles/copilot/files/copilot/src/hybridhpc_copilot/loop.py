@@ -197,55 +197,60 @@ class Executor:
 
     def run(self, actions: list[core.Action]) -> Outcome:
         outcome = Outcome()
-        blocked: set[str | None] = set()
+        blocked: set[str | None] = set()  # nodes whose next actions wait for the next round
         latest: Latest = {}
         pending: dict[str | None, list[core.Decision]] = {}  # decisions waiting for their node's ledger write
         for action in actions:
             node = action.node
             if isinstance(action, core.Decision):
                 pending.setdefault(node, []).append(action)
+            elif node is not None and node in blocked:
                 continue
-            if node is not None and node in blocked:
-                continue
-            retry_key = _retry_key(action)
-            if retry_key is not None and not self.backoff.ready(retry_key):
-                outcome.errors.append((action.kind, "waiting to retry after Slurm failed it", True))
+            elif not self._carry_out(action, latest, outcome):
                 if node is not None:
                     blocked.add(node)
-                continue
-            try:
-                self._apply(action, latest)
-            except Conflict as err:
-                outcome.conflicts += 1
-                if self.metrics is not None:
-                    self.metrics.conflicts.inc()
-                log.info("ledger changed under us: re-reading", extra={"fields": {"node": node, "error": str(err)}})
-                blocked.add(node)
-                self._reread(node, outcome)
-                continue
-            except (KubeError, SlurmError) as err:
-                temporary = isinstance(err, (TemporaryError, Gone)) or getattr(err, "temporary", False)
-                outcome.errors.append((action.kind, str(err), temporary))
-                if self.metrics is not None:
-                    self.metrics.errors.labels(type(err).__name__).inc()
-                fields: dict[str, object] = {"node": node, "action": action.kind, "error": str(err), "temporary": temporary}
-                if retry_key is not None and isinstance(err, SlurmError):
-                    fields["retry_in"] = self.backoff.failed(retry_key)
-                log.warning("action failed", extra={"fields": fields})
-                if node is not None:
-                    blocked.add(node)
-                continue
-            if retry_key is not None:
-                self.backoff.succeeded(retry_key)
-            outcome.applied.append(action)
-            if self.metrics is not None:
-                self.metrics.actions.labels(action.kind).inc()
-            if not self.dry_run:
-                outcome.wrote += 1
-            if isinstance(action, core.WriteStatus):
+            elif isinstance(action, core.WriteStatus):
                 for decision in pending.pop(node, []):
                     self._record(decision, outcome)
         return outcome
+
+    def _carry_out(self, action: core.Action, latest: Latest, outcome: Outcome) -> bool:
+        """Apply one action and count it; False when it did not go through (its node waits for the next round)."""
+        retry_key = _retry_key(action)
+        if retry_key is not None and not self.backoff.ready(retry_key):
+            outcome.errors.append((action.kind, "waiting to retry after Slurm failed it", True))
+            return False
+        try:
+            self._apply(action, latest)
+        except Conflict as err:
+            outcome.conflicts += 1
+            if self.metrics is not None:
+                self.metrics.conflicts.inc()
+            log.info("ledger changed under us: re-reading", extra={"fields": {"node": action.node, "error": str(err)}})
+            self._reread(action.node, outcome)
+            return False
+        except (KubeError, SlurmError) as err:
+            self._failed(action, err, retry_key, outcome)
+            return False
+        if retry_key is not None:
+            self.backoff.succeeded(retry_key)
+        outcome.applied.append(action)
+        if self.metrics is not None:
+            self.metrics.actions.labels(action.kind).inc()
+        if not self.dry_run:
+            outcome.wrote += 1
+        return True
+
+    def _failed(self, action: core.Action, err: KubeError | SlurmError, retry_key: tuple[object, ...] | None,
+                outcome: Outcome) -> None:
+        temporary = isinstance(err, (TemporaryError, Gone)) or getattr(err, "temporary", False)
+        outcome.errors.append((action.kind, str(err), temporary))
+        if self.metrics is not None:
+            self.metrics.errors.labels(type(err).__name__).inc()
+        fields: dict[str, object] = {"node": action.node, "action": action.kind, "error": str(err), "temporary": temporary}
+        if retry_key is not None and isinstance(err, SlurmError):
+            fields["retry_in"] = self.backoff.failed(retry_key)
+        log.warning("action failed", extra={"fields": fields})
 
     def _record(self, decision: core.Decision, outcome: Outcome) -> None:
         if isinstance(decision, core.DenyAdmission) and decision.node is not None:
