@@ -38,6 +38,11 @@ def slurm_packages_covered(wanted, installed):
     return host_packages.covered(wanted, installed or [])
 
 
+def slurm_packages_missing(dpkg_query_output, wanted):
+    """The wanted packages dpkg-query (format: host_packages.DPKG_QUERY_FORMAT) does not list as installed."""
+    return host_packages.missing(dpkg_query_output, wanted)
+
+
 def slurm_packages_newly_installed(result, candidates):
     """The candidates the install result(s) (apt, dnf; skipped ones count for nothing) installed in this run."""
     results = result if isinstance(result, list) else [result]
@@ -59,6 +64,7 @@ class FilterModule(object):
             "slurm_host_packages": slurm_host_packages,
             "slurm_login_sackd": slurm_login_sackd,
             "slurm_packages_covered": slurm_packages_covered,
+            "slurm_packages_missing": slurm_packages_missing,
             "slurm_packages_newly_installed": slurm_packages_newly_installed,
             "slurm_packages_fresh": slurm_packages_fresh,
         }

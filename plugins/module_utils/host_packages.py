@@ -137,6 +137,28 @@ def covered(wanted, installed):
     return bool(installed) and set(wanted) <= set(installed)
 
 
+# dpkg-query's format for missing(): "<want><status><error> <name>", "ii" when installed.
+DPKG_QUERY_FORMAT = "${db:Status-Abbrev} ${Package}\n"
+
+
+def missing(dpkg_query_output, wanted):
+    """The wanted packages dpkg does not list as installed ("ii"), in the order wanted.
+
+    ``dpkg_query_output``: ``dpkg-query -W -f DPKG_QUERY_FORMAT <wanted...>``
+    (a name dpkg never heard of is absent from it). A name apt resolves
+    itself (a version ``name=1.2``, a pattern, an architecture other than the
+    host's) counts as missing, so apt still decides about it. On a no-op run
+    nothing is missing and the apt module, which opens the whole package cache
+    (a second or more of CPU a host), is not run at all.
+    """
+    installed = set()
+    for line in (dpkg_query_output or "").splitlines():
+        words = line.split()
+        if len(words) == 2 and words[0] == "ii":
+            installed.add(words[1])
+    return [name for name in wanted or [] if name not in installed]
+
+
 def newly_installed(result, candidates):
     """Which candidate packages the install `result` (apt or dnf/yum) installed now.
 

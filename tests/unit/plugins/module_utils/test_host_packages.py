@@ -18,6 +18,7 @@ from ansible_collections.hybridhpc.slurm.plugins.module_utils.host_packages impo
     host_components,
     host_packages,
     login_sackd,
+    missing,
     newly_installed,
     packages,
 )
@@ -95,7 +96,7 @@ def test_the_filter_merges_results_and_ignores_skipped_ones():
     assert slurm_packages_newly_installed({}, ["slurmd"]) == []
     assert set(FilterModule().filters()) == {
         "slurm_packages", "slurm_host_packages", "slurm_packages_covered", "slurm_packages_newly_installed",
-        "slurm_packages_fresh", "slurm_login_sackd",
+        "slurm_packages_fresh", "slurm_login_sackd", "slurm_packages_missing",
     }
 
 
@@ -124,3 +125,12 @@ def test_file_based_clusters_and_daemon_hosts_keep_slurm_conf():
     assert not login_sackd("ctl", LOGIN_GROUPS, {"slurm_configless": True})
     assert not login_sackd("c1", LOGIN_GROUPS, {"slurm_configless": True})
     assert "sackd" not in host_components("login1", LOGIN_GROUPS, {}, jwt=False)
+
+
+def test_only_packages_dpkg_lists_as_installed_count_as_present():
+    # dpkg-query -W -f '${db:Status-Abbrev} ${Package}\n' slurmd munge apptainer slurm-client=24.11.1-1 fuse3
+    output = "ii  slurmd\nii  munge\nrc  apptainer\niU  fuse3\n"
+    wanted = ["slurmd", "munge", "apptainer", "slurm-client=24.11.1-1", "fuse3", "never-heard-of"]
+    assert missing(output, wanted) == ["apptainer", "slurm-client=24.11.1-1", "fuse3", "never-heard-of"]
+    assert missing("ii  slurmd\nii  munge\n", ["slurmd", "munge"]) == []
+    assert missing("", ["slurmd"]) == ["slurmd"] and missing(None, []) == []
