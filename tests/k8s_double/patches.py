@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-import copy
+
+def json_copy(value):
+    """A deep copy of JSON-like data (dicts, lists, scalars): what copy.deepcopy does for it, several times faster.
+
+    Every write copies the object it changes (stored objects are never changed in place, so readers share
+    them): with copy.deepcopy that was the double's largest cost per request."""
+    if type(value) is dict:
+        return {key: json_copy(item) for key, item in value.items()}
+    if type(value) is list:
+        return [json_copy(item) for item in value]
+    return value
 
 
 class PatchError(ValueError):
@@ -12,8 +22,8 @@ class PatchError(ValueError):
 def merge_patch(target, patch):
     """RFC 7386: objects merge recursively, ``null`` removes a key, anything else replaces."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+        return json_copy(patch)
+    result = json_copy(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
@@ -87,25 +97,25 @@ def json_patch(target, operations):
     """RFC 6902: add, remove, replace, move, copy, test."""
     if not isinstance(operations, list):
         raise PatchError("a JSON patch is a list of operations")
-    doc = copy.deepcopy(target)
+    doc = json_copy(target)
     for op in operations:
         if not isinstance(op, dict) or "op" not in op or "path" not in op:
             raise PatchError("each JSON patch operation needs 'op' and 'path': %r" % (op,))
         kind, path = op["op"], op["path"]
         if kind == "add":
-            doc = _add(doc, path, copy.deepcopy(op.get("value")))
+            doc = _add(doc, path, json_copy(op.get("value")))
         elif kind == "remove":
             doc, _unused = _remove(doc, path)
         elif kind == "replace":
             _get(doc, path)
             if not _pointer(path):
-                doc = copy.deepcopy(op.get("value"))
+                doc = json_copy(op.get("value"))
             else:
                 doc, _unused = _remove(doc, path)
-                doc = _add(doc, path, copy.deepcopy(op.get("value")))
+                doc = _add(doc, path, json_copy(op.get("value")))
         elif kind in ("move", "copy"):
             source = op.get("from")
-            value = copy.deepcopy(_get(doc, source))
+            value = json_copy(_get(doc, source))
             if kind == "move":
                 doc, _unused = _remove(doc, source)
             doc = _add(doc, path, value)

@@ -20,6 +20,7 @@ SERVER_VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.0-k8s-double
 MERGE, JSON_PATCH, STRATEGIC, APPLY = ("application/merge-patch+json", "application/json-patch+json",
                                        "application/strategic-merge-patch+json", "application/apply-patch+yaml")
 _UNAUTHENTICATED = ("/version", "/healthz", "/livez", "/readyz")
+IN_MEMORY_URL = "http://k8s-double.invalid"  # where a server without a socket says it is (its kubeconfig names it)
 
 
 @dataclass
@@ -57,33 +58,40 @@ class ApiServer:
     """
 
     def __init__(self, address: str = "127.0.0.1", port: int = 0, token: str | None = "double-token",
-                 window: int = 1000, bookmark_interval: float = 5.0):
+                 window: int = 1000, bookmark_interval: float = 5.0, listen: bool = True):
         self.state = State(window=window)
         self.token = token
         self.bookmark_interval = bookmark_interval
         self.faults: list[Fault] = []
         self.requests: list[tuple] = []
         self._lock = threading.Lock()
-        self.httpd = ThreadingHTTPServer((address, port), _handler(self))
-        self.httpd.daemon_threads = True
+        self.handler = _handler(self)
+        # listen=False: no socket, only requests through memory.py's pool_manager() and transport()
+        self.httpd = ThreadingHTTPServer((address, port), self.handler) if listen else None
+        if self.httpd is not None:
+            self.httpd.daemon_threads = True
         self.thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
+        if self.httpd is None:
+            return IN_MEMORY_URL
         host, port = self.httpd.server_address[:2]
         return "http://%s:%d" % (host, port)
 
     def start(self) -> ApiServer:
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), name="k8s-double", daemon=True)
-        self.thread.start()
+        if self.httpd is not None:
+            self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), name="k8s-double", daemon=True)
+            self.thread.start()
         return self
 
     def stop(self) -> None:
         with self.state.lock:
             self.state.closed = True
             self.state.changed.notify_all()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        if self.httpd is not None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
 
     def __enter__(self):
         return self.start()
@@ -210,6 +218,9 @@ def _handler(server: ApiServer):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "k8s-double"
+        # A watch that ends once it has sent every event the log holds (as one whose timeout fell
+        # right then), instead of waiting for more: for callers reading it in their own thread.
+        ends_when_caught_up = False
         # Headers and body go out in two writes: with Nagle on, the body waits for the
         # client's delayed ACK of the headers (40 ms a request). Go's net/http, like
         # the real API server, sets TCP_NODELAY on every connection.
@@ -461,7 +472,8 @@ def _handler(server: ApiServer):
             while True:
                 with state.lock:
                     while True:
-                        if state.closed or rtype.key not in state.types or time.monotonic() >= deadline:
+                        if state.closed or rtype.key not in state.types or (
+                                time.monotonic() >= deadline and not self.ends_when_caught_up):
                             pending = None
                             break
                         log = state.events.get(rtype.key, [])
@@ -470,6 +482,9 @@ def _handler(server: ApiServer):
                             break
                         pending = log[_first_after(log, position):]
                         if pending:
+                            break
+                        if self.ends_when_caught_up:
+                            pending = None
                             break
                         if bookmarks and time.monotonic() - last_bookmark >= server.bookmark_interval:
                             break

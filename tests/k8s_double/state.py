@@ -8,7 +8,6 @@ never changed in place, so readers can share them.
 from __future__ import annotations
 
 import base64
-import copy
 import datetime as _dt
 import json
 import random
@@ -19,6 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from . import schema as _schema
+from .patches import json_copy
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
@@ -266,7 +266,7 @@ class State:
     def create(self, rtype: ResourceType, namespace, body: dict, version: str | None = None, dry_run=False,
                strict=False) -> dict:
         with self.lock:
-            obj = copy.deepcopy(body)
+            obj = json_copy(body)
             meta = obj.setdefault("metadata", {})
             if not meta.get("name") and meta.get("generateName"):
                 meta["name"] = meta["generateName"] + "".join(random.choices(string.ascii_lowercase + string.digits, k=5))
@@ -314,7 +314,7 @@ class State:
                strict=False, require_rv=None) -> dict:
         with self.lock:
             current = self.get(rtype, namespace, name)
-            new = copy.deepcopy(body)
+            new = json_copy(body)
             meta = new.setdefault("metadata", {})
             if meta.get("name") not in (None, name):
                 raise ApiError(400, "BadRequest", "the name of the object (%s) does not match the name on the URL (%s)"
@@ -330,7 +330,7 @@ class State:
                                {"name": name, "group": rtype.group, "kind": rtype.plural})
             version = version or rtype.versions[0]
             if subresource == "status":
-                merged = copy.deepcopy(current)
+                merged = json_copy(current)
                 if "status" in new:
                     merged["status"] = new["status"]
                 else:
@@ -340,7 +340,7 @@ class State:
                 if rtype.status_subresource:
                     new.pop("status", None)
                     if "status" in current:
-                        new["status"] = copy.deepcopy(current["status"])
+                        new["status"] = json_copy(current["status"])
                 keep = current["metadata"]
                 meta = new["metadata"]
                 meta["name"] = name
@@ -391,14 +391,14 @@ class State:
             if current["metadata"].get("finalizers"):
                 if current["metadata"].get("deletionTimestamp"):
                     return current
-                new = copy.deepcopy(current)
+                new = json_copy(current)
                 new["metadata"]["deletionTimestamp"] = now_rfc3339()
                 new["metadata"]["deletionGracePeriodSeconds"] = 0
                 new["metadata"]["resourceVersion"] = self._next_rv()
                 self.objects[rtype.key][key] = new
                 self._record(rtype, "MODIFIED", new, current)
                 return new
-            new = copy.deepcopy(current)
+            new = json_copy(current)
             new["metadata"]["resourceVersion"] = self._next_rv()
             self._remove(rtype, key, new, current)
             return new
@@ -410,7 +410,7 @@ class State:
             for other in self.types.values():
                 if other.namespaced:
                     for (ns, name) in [k for k in self.objects[other.key] if k[0] == key[1]]:
-                        obj = copy.deepcopy(self.objects[other.key][(ns, name)])
+                        obj = json_copy(self.objects[other.key][(ns, name)])
                         obj["metadata"]["resourceVersion"] = self._next_rv()
                         self._remove(other, (ns, name), obj, self.objects[other.key][(ns, name)])
         if rtype.kind == "CustomResourceDefinition":
@@ -489,7 +489,7 @@ class State:
         if rtype is None:
             return
         for okey, obj in list(self.objects.get(key, {}).items()):
-            final = copy.deepcopy(obj)
+            final = json_copy(obj)
             final["metadata"]["resourceVersion"] = self._next_rv()
             self.objects[key].pop(okey, None)
             self._record(rtype, "DELETED", final, obj)

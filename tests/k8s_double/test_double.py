@@ -365,6 +365,55 @@ def test_a_crd_needs_a_valid_definition_and_its_deletion_stops_serving(api_clien
     assert raw(api_server, "GET", "/apis/example.com/v1/widgets").status_code == 404
 
 
+# -- without a socket ------------------------------------------------------------------------------------
+
+
+def _exchange(http):
+    """A client's requests that touch each part of the handler, and the answers as comparable data."""
+    def answer(response):
+        data = [json.loads(line) for line in response.text.splitlines()] if "watch" in str(response.url) else response.json()
+        for item in data if isinstance(data, list) else [data]:  # what differs between any two servers
+            for obj in (item, item.get("object") or {}):
+                (obj.get("metadata") or {}).pop("uid", None)
+                (obj.get("metadata") or {}).pop("creationTimestamp", None)
+        return response.status_code, data
+
+    path = "/api/v1/namespaces/default/configmaps"
+    created = http.post(path, json={"metadata": {"name": "c1"}, "data": {"a": "1"}})
+    first = created.json()["metadata"]["resourceVersion"]
+    answers = [answer(created), answer(http.get(path + "/c1"))]
+    changed = dict(created.json(), data={"a": "2"})
+    answers.append(answer(http.put(path + "/c1", json=changed)))
+    answers.append(answer(http.put(path + "/c1", json=changed)))  # its resourceVersion is stale now: 409
+    answers.append(answer(http.get(path, params={"watch": "1", "resourceVersion": first, "timeoutSeconds": "1"})))
+    answers.append(answer(http.get(path + "/c1", headers={"Authorization": "Bearer wrong"})))
+    answers.append(answer(http.get("/api/v1/namespaces/default/nothings")))
+    return answers
+
+
+def test_without_a_socket_the_double_answers_as_over_one():
+    from k8s_double import memory
+
+    with ApiServer() as listening:
+        over_tcp = _exchange(httpx.Client(base_url=listening.url, headers={"Authorization": "Bearer " + listening.token}))
+    in_memory = ApiServer(listen=False)
+    transport = memory.transport(in_memory)
+    started = time.monotonic()
+    answers = _exchange(httpx.Client(base_url=in_memory.url, transport=transport,
+                                     headers={"Authorization": "Bearer " + in_memory.token}))
+    assert answers == over_tcp and [status for status, _data in answers] == [201, 200, 200, 409, 200, 401, 404]
+    assert [event["type"] for event in answers[4][1]] == ["MODIFIED"]
+    # The watch ended once it had sent what happened, without waiting out its timeout of a second.
+    assert time.monotonic() - started < 0.5
+    # The kubernetes package's own client through the pool (its field selector must reach the double).
+    configuration = client.Configuration(host=in_memory.url, api_key={"authorization": "Bearer " + in_memory.token})
+    api = client.ApiClient(configuration)
+    api.rest_client.pool_manager = memory.pool_manager(in_memory)
+    listed = client.CoreV1Api(api).list_namespaced_config_map("default", field_selector="metadata.name=c1")
+    assert [(c.metadata.name, c.data) for c in listed.items] == [("c1", {"a": "2"})]
+    assert client.CoreV1Api(api).list_namespaced_config_map("default", field_selector="metadata.name=c2").items == []
+
+
 # -- the standalone process and the pure helpers -----------------------------------------------------------
 
 

@@ -35,6 +35,16 @@ def generic_node(name="k8s-c1", alias="c1", admissions=(), status=None, rv="10",
     return obj
 
 
+def pod_object(name="p1", namespace="default", phase="Running"):
+    """A Pod as the API server holds it once its kubelet reported ``phase``."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "status": {"phase": phase}}
+
+
+def node_object(name):
+    """A Kubernetes Node."""
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": {}}
+
+
 def entry(state, pod="p1", namespace="default", cpu="1", memory="1Gi", uid="pod-uid-p1", since=NOW - 1, reason="r"):
     return {"state": state, "reason": reason, "pod": {"namespace": namespace, "name": pod, "uid": uid},
             "request": {"cpu": cpu, "memory": memory}, "lastTransitionTime": core.timestamp(since)}

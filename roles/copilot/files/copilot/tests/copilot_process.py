@@ -40,7 +40,7 @@ example a deliberately broken copy, to see a test fail).
 from __future__ import annotations
 
 import contextlib
-import copy
+import functools
 import json
 import os
 import pathlib
@@ -55,6 +55,8 @@ import time
 from typing import Callable
 
 import httpx
+
+from k8s_double.patches import json_copy
 
 HERE = pathlib.Path(__file__).resolve().parent
 PACKAGE = HERE.parent
@@ -169,13 +171,17 @@ class KubeHold:
 
 
 class _Intercept:
-    def __init__(self, method: str, path: str, callback: Callable, count: int):
+    """``method`` None: any; ``count`` None: every matching request."""
+
+    def __init__(self, method: str | None, path: str, callback: Callable, count: int | None):
         self.method, self.path, self.callback, self.count = method, re.compile(path), callback, count
 
     def matches(self, method: str, path: str) -> bool:
-        return self.count > 0 and method == self.method and self.path.search(path) is not None
+        return (self.count is None or self.count > 0) and self.method in (None, method) and self.path.search(path) is not None
 
     def claim(self) -> bool:
+        if self.count is None:
+            return True
         if self.count <= 0:
             return False
         self.count -= 1
@@ -185,6 +191,7 @@ class _Intercept:
         return self.callback(method, path)
 
 
+@functools.cache
 def _intercepting_server_class():
     from k8s_double import ApiServer, Fault
 
@@ -213,21 +220,51 @@ def _intercepting_server_class():
     return InterceptingApiServer
 
 
+@functools.cache
+def _crd() -> dict:
+    import yaml
+
+    return yaml.safe_load(CRD_FILE.read_text())
+
+
+@functools.cache
+def _memory_configuration(kubeconfig: str):
+    """The kubernetes package's configuration loaded from a kubeconfig (the same for every server in memory)."""
+    import yaml
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    config.load_kube_config_from_dict(yaml.safe_load(kubeconfig), client_configuration=configuration)
+    # The hook re-reads the kubeconfig's credentials before every request (for expiring ones): this
+    # token never expires, and the re-read (it sets the host, which scans the environment for proxies)
+    # would cost the property test more than the requests themselves.
+    configuration.refresh_api_key_hook = None
+    return configuration
+
+
 class KubeDouble:
     """The API server double with the GenericNode CRD, and a scheduler's helpers over HTTP.
 
     ``in_process=True`` serves it from a thread of this process (``server`` is
     the ``k8s_double.ApiServer``: :meth:`inject`, :meth:`hold`,
-    :meth:`intercept`, :meth:`paused_watches` and :meth:`update_in_process`
-    need it); ``False`` runs ``python -m k8s_double`` (lighter on this
-    process's GIL for benchmarks). ``window``: watch events kept per kind
-    (older resourceVersions get 410 Gone).
+    :meth:`intercept`, :meth:`paused_watches` and the ``*_in_process``
+    helpers need it); ``False`` runs ``python -m k8s_double`` (lighter on this
+    process's GIL for benchmarks). ``listen=False`` (in process only): no
+    socket and no thread, every request served in the caller's thread through
+    ``k8s_double.memory`` (watches end once they have sent what happened):
+    for tests that run the copilot's loop classes themselves, thousands of
+    times. ``window``: watch events kept per kind (older resourceVersions get
+    410 Gone).
     """
 
-    def __init__(self, workdir: pathlib.Path, in_process: bool = True, window: int = 1000, token: str = "harness-token", bookmark_interval: float = 1.0):
-        self.workdir = pathlib.Path(workdir)
+    def __init__(self, workdir: pathlib.Path | None = None, in_process: bool = True, window: int = 1000, token: str = "harness-token",
+                 bookmark_interval: float = 1.0, listen: bool = True):
+        if not (listen or in_process):
+            raise ValueError("a double without a socket runs in this process")
+        self.workdir = pathlib.Path(workdir) if workdir is not None else None
         self.in_process, self.window, self.token, self.bookmark_interval = in_process, window, token, bookmark_interval
-        self.kubeconfig = str(self.workdir / "kubeconfig")
+        self.listen = listen
+        self.kubeconfig = str(self.workdir / "kubeconfig") if self.workdir is not None else ""
         self.server = None
         self.process: subprocess.Popen | None = None
         self.url = ""
@@ -236,12 +273,17 @@ class KubeDouble:
     # -- life cycle ------------------------------------------------------------------------
     def start(self) -> KubeDouble:
         if self.in_process:
-            import yaml
-
-            self.server = _intercepting_server_class()(token=self.token, window=self.window, bookmark_interval=self.bookmark_interval)
-            self.server.load([yaml.safe_load(CRD_FILE.read_text())])
+            self.server = _intercepting_server_class()(token=self.token, window=self.window, bookmark_interval=self.bookmark_interval,
+                                                      listen=self.listen)
+            self.server.load([_crd()])
             self.server.start()
             self.url = self.server.url
+            if not self.listen:
+                from k8s_double import memory
+
+                self._http = httpx.Client(base_url=self.url, headers={"Authorization": "Bearer " + self.token},
+                                          transport=memory.transport(self.server))
+                return self
             pathlib.Path(self.kubeconfig).write_text(self.server.kubeconfig())
         else:
             env = dict(os.environ, PYTHONPATH=str(COLLECTION / "tests"))
@@ -289,6 +331,17 @@ class KubeDouble:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+    def client(self):
+        """The copilot's own Kubernetes client (``KubeClient``), configured from this double's kubeconfig."""
+        from hybridhpc_copilot.kube import KubeClient
+
+        if self.listen:
+            return KubeClient(kubeconfig=self.kubeconfig)
+        from k8s_double import memory
+
+        return KubeClient(configuration=_memory_configuration(self._in_process().kubeconfig()),
+                          pool=memory.pool_manager(self.server))
 
     # -- plain API calls -------------------------------------------------------------------
     def request(self, method: str, path: str, body=None, content_type: str = "application/json"):
@@ -399,8 +452,9 @@ class KubeDouble:
             server.hooks.append(hold)
         return hold
 
-    def intercept(self, method: str, path: str, callback: Callable, count: int = 1) -> None:
-        """Run ``callback(method, path)`` just before each of the next ``count`` matching requests is served.
+    def intercept(self, method: str | None, path: str, callback: Callable, count: int | None = 1) -> None:
+        """Run ``callback(method, path)`` just before each of the next ``count`` matching requests is served
+        (``method`` None: any; ``count`` None: every one).
 
         The request is served after the callback, so a write the callback makes
         lands between the copilot's read and its write. A callback returning an
@@ -416,20 +470,59 @@ class KubeDouble:
         with self._in_process().state.lock:
             yield
 
-    def update_in_process(self, name: str, change: Callable) -> dict:
-        """Change a GenericNode straight in the double's state (usable inside :meth:`paused_watches` and hooks)."""
-        state = self._in_process().state
-        rtype = state.types[(GROUP, PLURAL)]
+    def _type(self, plural: str):
+        return self._in_process().state.types[(GROUP if plural == PLURAL else "", plural)]
+
+    def add_in_process(self, obj: dict) -> dict:
+        """Create an object straight in the double's state, and then its status if it has one (as its
+        controller or kubelet would write it: a create leaves a custom resource's status out)."""
+        server = self._in_process()
+        created = server.load([obj])[0]
+        if "status" in obj and created.get("status") != obj["status"]:
+            meta = created["metadata"]
+            created = self.update_in_process(meta["name"], lambda new: new.update(status=json_copy(obj["status"])),
+                                             plural=self._type_of(created).plural, namespace=meta.get("namespace"),
+                                             subresource="status")
+        return created
+
+    def _type_of(self, obj: dict):
+        return next(t for t in self._in_process().state.types.values()
+                    if t.kind == obj["kind"] and t.api_version() == obj["apiVersion"])
+
+    def update_in_process(self, name: str, change: Callable, plural: str = PLURAL, namespace: str | None = None,
+                          subresource: str = "") -> dict:
+        """Change an object (a GenericNode unless ``plural`` says) straight in the double's state, at the
+        resourceVersion read (usable inside :meth:`paused_watches` and hooks)."""
+        state, rtype = self._in_process().state, self._type(plural)
         with state.lock:
-            obj = copy.deepcopy(state.get(rtype, None, name))
+            obj = json_copy(state.get(rtype, namespace, name))
             change(obj)
-            return state.update(rtype, None, name, obj)
+            return state.update(rtype, namespace, name, obj, subresource=subresource)
+
+    def delete_in_process(self, name: str, plural: str = PLURAL, namespace: str | None = None) -> None:
+        """Delete an object straight in the double's state (finalizers hold it, as they would)."""
+        self._in_process().state.delete(self._type(plural), namespace, name)
+
+    def peek(self, name: str, plural: str = PLURAL, namespace: str | None = None) -> dict | None:
+        """An object read straight from the double's state, or None (cheap; for hooks and checks). Do not change it."""
+        state = self._in_process().state
+        with state.lock:
+            return state.objects[self._type(plural).key].get((namespace or "", name))
+
+    def compact(self) -> None:
+        """The double forgets every watch event: a watch from an older resourceVersion gets 410 Gone."""
+        self._in_process().state.compact()
+
+    def requests_seen(self) -> list[tuple[str, str]]:
+        """(method, path) of the requests the double served, oldest first (the last thousand)."""
+        return [(method, path) for method, path, _query in self._in_process().requests]
 
     def peek_generic_node(self, name: str) -> dict:
         """A GenericNode read straight from the double's state (cheap; for hooks and samplers). Do not change it."""
-        state = self._in_process().state
-        with state.lock:
-            return state.get(state.types[(GROUP, PLURAL)], None, name)
+        obj = self.peek(name)
+        if obj is None:
+            raise KeyError("no GenericNode %s" % name)
+        return obj
 
     def peek_ledger(self, name: str) -> dict:
         return dict((self.peek_generic_node(name).get("status") or {}).get("admissions") or {})

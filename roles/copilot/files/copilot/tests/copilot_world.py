@@ -1,7 +1,9 @@
 """A small world for the property test: Slurm, the API server, a scheduler, and the copilot.
 
-The copilot runs its real loop code (informers, executor, passes) against
-``FakeKube`` and ``FakeSlurm``. Everything else that happens in a cluster is
+The copilot runs its real loop code (informers, executor, passes) and its
+real clients: ``KubeClient`` to the Kubernetes API server double (in memory:
+``KubeDouble(listen=False)``) and ``RestSlurm`` to the fake slurmrestd (an
+httpx transport) over ``FakeSlurm``. Everything else that happens in a cluster is
 an operation on the world: a scheduler asking for admissions, binding pods
 once granted and deleting them, Slurm jobs starting and ending against the
 count-only GRES, reconfigures reverting the GRES, copilot restarts (all
@@ -15,13 +17,13 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from fake_kube import FakeKube
+from copilot_process import KubeDouble
 from fake_slurm import FakeNode, FakeSlurm
 from fake_slurmrestd import FakeSlurmrestd
 
 from hybridhpc_copilot import core, names, placeholder
 from hybridhpc_copilot.backoff import Backoff
-from hybridhpc_copilot.kube import GENERICNODES, NODES, PODS, Conflict, TemporaryError
+from hybridhpc_copilot.kube import NODES, PODS, TemporaryError
 from hybridhpc_copilot.loop import Copilot
 from hybridhpc_copilot.slurm import SlurmUnavailable
 from hybridhpc_copilot.units import MIB, cpus_for, mib_for, parse_gres
@@ -64,17 +66,19 @@ class World:
 
     def __post_init__(self):
         self.rng = random.Random(self.seed)
-        self.kube = FakeKube(fault=self._kube_fault, window=40)
+        self.double = KubeDouble(window=40, listen=False).start()
+        self.double.intercept(None, "", self._kube_fault, count=None)  # before every request the copilot sends
+        self.kube = self.double.client()
         self.slurm = FakeSlurm([FakeNode("c%d" % i, cpu, mem, other_gres="gpu:1" if i else "",
                                          gres_shared=self.strategy == "gres")
                                 for i, (cpu, mem) in enumerate(self.capacities)], fault=self._slurm_fault)
         for i in range(len(self.capacities)):
-            self.kube.create(GENERICNODES, {
+            self.double.add_in_process({
                 "apiVersion": names.API_VERSION, "kind": names.KIND,
                 "metadata": {"name": "k8s-c%d" % i, "labels": {names.LABEL_CLUSTER_NAME: CLUSTER}},
                 "spec": {"alias": "c%d" % i, "type": names.NODE_TYPE_SLURM, "admissions": []},
             })
-            self.kube.create(NODES, {"metadata": {"name": "k8s-c%d" % i}, "spec": {}})
+            self.double.add_in_process({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "k8s-c%d" % i}, "spec": {}})
         self.serial = 0
         self.restart()
 
@@ -113,12 +117,14 @@ class World:
         while self.concurrent and self.rng.random() < 0.5:
             self.apply(self.concurrent.pop(0))
 
-    def _kube_fault(self, operation, kind, name):
+    def _kube_fault(self, method, _path):
+        """Before each request to the API server: what lands meanwhile, and the answer instead, if any."""
         self._interleave()
         if self.faults in ("kube", "all") and self.rng.random() < self.fault_rate:
-            if operation in ("replace_status", "replace") and self.rng.random() < 0.5:
-                raise Conflict("injected 409", 409)
-            raise TemporaryError("injected 503", 503)
+            if method == "PUT" and self.rng.random() < 0.5:  # a write of the ledger or the finalizer
+                return 409
+            return 503
+        return None
 
     def _slurm_fault(self, operation, node):
         self._interleave()
@@ -152,20 +158,16 @@ class World:
         self.retry_clock += seconds
 
     def op_compact(self):
-        self.kube.compact()
+        self.double.compact()
 
     def _update_spec(self, node, change):
-        obj = self.kube.objects[GENERICNODES][node]
-        admissions = [dict(a) for a in obj["spec"].get("admissions") or []]
-        change(admissions)
-        new = dict(obj, spec=dict(obj["spec"], admissions=admissions))
-        self.kube.update(GENERICNODES, new)
+        self.double.update_in_process(node, lambda obj: change(obj["spec"].setdefault("admissions", [])))
 
     def op_admit(self, index, cpu, mem):
         node = "k8s-c%d" % (index % len(self.capacities))
         self.serial += 1
         name = "p%d" % self.serial
-        pod = self.kube.create(PODS, {"metadata": {"name": name, "namespace": "default"}, "status": {"phase": "Running"}})
+        pod = self.double.add_in_process({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}})
         record = PodRecord(name, node, cpu, mem, pod["metadata"]["uid"])
         self.pods[name] = record
         uid = "adm-" + name
@@ -199,8 +201,8 @@ class World:
         def drop_gone(adms):
             adms[:] = [a for a in adms if a["uid"] not in gone]
 
-        for node in list(self.kube.objects[GENERICNODES]):
-            self._update_spec(node, drop_gone)
+        for i in range(len(self.capacities)):
+            self._update_spec("k8s-c%d" % i, drop_gone)
 
     def op_job_start(self, index, cpus, mem):
         slurm_node = "c%d" % (index % len(self.capacities))
@@ -232,9 +234,8 @@ class World:
 
     def op_cordon(self, index, unschedulable):
         name = "k8s-c%d" % (index % len(self.capacities))
-        obj = self.kube.objects[NODES][name]
-        obj = dict(obj, spec=dict(obj["spec"], unschedulable=unschedulable))
-        self.kube.update(NODES, obj)
+        self.double.update_in_process(name, lambda obj: obj.setdefault("spec", {}).update(unschedulable=unschedulable),
+                                      plural=NODES)
 
     def op_admin_drain(self, index, drain):
         slurm_node = "c%d" % (index % len(self.capacities))
@@ -276,15 +277,15 @@ class World:
                 slurm_alloc, node.used))
 
     def _cordoned(self, index) -> bool:
-        return bool(self.kube.objects[NODES]["k8s-c%d" % index]["spec"].get("unschedulable"))
+        return bool(self.double.peek("k8s-c%d" % index, NODES)["spec"].get("unschedulable"))
 
     def _delete_pod(self, record):
         record.alive = False
         record.bound = False
-        self.kube.delete(PODS, record.name, "default")
+        self.double.delete_in_process(record.name, PODS, "default")
 
     def _entry(self, record):
-        obj = self.kube.objects[GENERICNODES].get(record.node)
+        obj = self.double.peek(record.node)
         return ((obj or {}).get("status") or {}).get(names.STATUS_ADMISSIONS, {}).get("adm-" + record.name)
 
     # -- what must always hold ------------------------------------------------------------------
@@ -304,7 +305,7 @@ class World:
             if cpu * 1000 + sum(r.cpu for r in bound) > cap_cpu * 1000 or mem * MIB + sum(r.mem for r in bound) > cap_mem * MIB:
                 raise InvariantBroken("%s: Slurm %d CPUs %d MB + running pods %s exceed %d CPUs %d MB" % (
                     slurm_node, cpu, mem, [(r.name, r.cpu, r.mem) for r in bound], cap_cpu, cap_mem))
-            ledger = ((self.kube.objects[GENERICNODES][gn].get("status") or {}).get(names.STATUS_ADMISSIONS) or {})
+            ledger = ((self.double.peek(gn).get("status") or {}).get(names.STATUS_ADMISSIONS) or {})
             granted = [core.entry_amounts(e) for e in ledger.values() if e.get("state") == names.GRANTED]
             if self.strategy == placeholder.STRATEGY:  # every admission has its own job, in whole CPUs and MiB
                 sizes = [placeholder.job_size(e) for e in ledger.values() if e.get("state") == names.GRANTED]
@@ -357,7 +358,7 @@ class World:
         self.check()
         slurm_nodes = self.slurm.node_states()
         for i, (cap_cpu, cap_mem) in enumerate(self.capacities):
-            gn = self.kube.objects[GENERICNODES]["k8s-c%d" % i]
+            gn = self.double.peek("k8s-c%d" % i)
             status = gn.get("status") or {}
             node = slurm_nodes["c%d" % i]
             # A refused registration keeps the node drained while jobs hold the GRES (Slurm refuses it

@@ -12,8 +12,8 @@ import socket
 
 import httpx
 import pytest
-from copilot_builders import CLUSTER, admission, entry, generic_node, parse_exposition
-from fake_kube import FakeKube
+from copilot_builders import CLUSTER, admission, entry, generic_node, node_object, parse_exposition, pod_object
+from copilot_process import KubeDouble
 from fake_slurm import FakeNode, FakeSlurm
 from fake_slurmrestd import FakeSlurmrestd, rest_slurm_of
 from prometheus_client import CollectorRegistry, generate_latest
@@ -22,16 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from hybridhpc_copilot import config, core, loop, names, placeholder, tokens, units
 from hybridhpc_copilot._vendor import jwt
 from hybridhpc_copilot.backoff import Backoff
-from hybridhpc_copilot.kube import (
-    GENERICNODES,
-    NODES,
-    PODS,
-    Conflict,
-    TemporaryError,
-    finalizer_body,
-    label_selector_matches,
-    ledger_body,
-)
+from hybridhpc_copilot.kube import GENERICNODES, NODES, finalizer_body, ledger_body
 from hybridhpc_copilot.loop import Copilot, Executor, Informer, compact
 from hybridhpc_copilot.metrics import LedgerCollector, Metrics, exposition_chunks
 from hybridhpc_copilot.poller import SlurmPoller, changed_nodes
@@ -212,7 +203,7 @@ def test_the_executor_falls_back_when_slurm_refuses_a_count_under_its_usage():
             super().set_node_gres(name, gres)
 
     slurm = Refusing([FakeNode("c1", 4, 8000)])
-    kube = FakeKube()
+    kube = kube_client()
     executor = Executor(kube, rest_slurm_of(slurm), Informer(kube, GENERICNODES))
     outcome = executor.run([core.SetGres(None, "c1", "k8scpu:2,k8smemory:8000", (2, 8000), "r", "k8scpu:3,k8smemory:8000")])
     assert not outcome.errors and slurm.nodes["c1"].gres == "k8scpu:3,k8smemory:8000"
@@ -221,34 +212,42 @@ def test_the_executor_falls_back_when_slurm_refuses_a_count_under_its_usage():
 # -- loop pieces ----------------------------------------------------------------------------------------
 
 
+def kube_client(double=None):
+    """The copilot's Kubernetes client, to the API server double in memory (a new one unless given)."""
+    return (double or KubeDouble(listen=False).start()).client()
+
+
 def test_the_informer_ignores_older_events_and_relists_after_gone():
-    kube = FakeKube(window=2)
-    kube.create(NODES, {"metadata": {"name": "n"}, "spec": {}})
+    double = KubeDouble(window=2, listen=False).start()
+    double.add_in_process(node_object("n"))
+    kube = kube_client(double)
     informer = Informer(kube, NODES)
     informer.relist()
+    listed_at = informer.resource_version
     newer = kube.annotate_node("n", "a", "1")
     informer.put(newer)
-    informer.apply("MODIFIED", dict(newer, metadata=dict(newer["metadata"], resourceVersion="1")))
+    informer.apply("MODIFIED", dict(newer, metadata=dict(newer["metadata"], resourceVersion=listed_at, annotations={})))
     assert informer.get("n")["metadata"]["annotations"] == {"a": "1"}
     for i in range(3):
         kube.annotate_node("n", "b", str(i))
-    informer.resource_version = "0"
+    informer.resource_version = listed_at  # four writes ago: out of the double's window of two
     copilot = Copilot(kube, rest_slurm_of(FakeSlurm()), core.Settings(), CLUSTER)
     copilot.nodes = informer
     copilot.informers = (informer,)
     copilot.pump()  # 410 Gone: listed again
+    assert [query.get("watch") for _method, _path, query in double.server.requests[-2:]] == ["true", None]
     assert informer.get("n")["metadata"]["annotations"]["b"] == "2"
 
 
 def test_a_relist_keeps_the_cached_objects_the_list_shows_unchanged():
     kept = []
-    kube = FakeKube()
+    double = KubeDouble(listen=False).start()
     for name in ("k8s-c1", "k8s-c2"):
-        kube.create(GENERICNODES, generic_node(name, name[4:], status={}))
-    informer = Informer(kube, GENERICNODES, keep=lambda obj: kept.append(obj) or compact(obj))
+        double.add_in_process(generic_node(name, name[4:], status={}))
+    informer = Informer(kube_client(double), GENERICNODES, keep=lambda obj: kept.append(obj) or compact(obj))
     informer.relist()
     first = informer.snapshot()
-    kube.update(GENERICNODES, dict(kube.objects[GENERICNODES]["k8s-c2"], status={"admissions": {}}))
+    double.update_in_process("k8s-c2", lambda obj: obj.update(status={"admissions": {}}), subresource="status")
     del kept[:]
     informer.relist()
     # The unchanged one is the very object cached (not compacted again); the changed one is the list's.
@@ -257,8 +256,10 @@ def test_a_relist_keeps_the_cached_objects_the_list_shows_unchanged():
 
 
 def test_decisions_are_logged_only_once_the_ledger_took_them():
-    kube = FakeKube(fault=lambda op, kind, name: (_ for _ in ()).throw(Conflict("x", 409)) if op == "replace_status" else None)
-    kube.create(GENERICNODES, generic_node(status={}))
+    double = KubeDouble(listen=False).start()
+    double.add_in_process(generic_node(status={}))
+    double.intercept("PUT", "/status$", lambda _method, _path: 409, count=None)  # someone else writes each ledger first
+    kube = kube_client(double)
     informer = Informer(kube, GENERICNODES)
     informer.relist()
     executor = Executor(kube, rest_slurm_of(FakeSlurm([FakeNode("c1", 4, 8000)])), informer)
@@ -270,27 +271,27 @@ def test_decisions_are_logged_only_once_the_ledger_took_them():
 
 
 def test_pod_cache_misses_are_confirmed_with_a_get():
-    kube = FakeKube()
-    kube.create(GENERICNODES, generic_node(admissions=[admission("a1")], status={"admissions": {}}))
-    kube.create(PODS, {"metadata": {"name": "p1", "namespace": "default"}, "status": {"phase": "Running"}})
-    copilot = Copilot(kube, rest_slurm_of(FakeSlurm([FakeNode("c1", 4, 8000)])), core.Settings(), CLUSTER)
+    double = KubeDouble(listen=False).start()
+    double.add_in_process(generic_node(admissions=[admission("a1")], status={"admissions": {}}))
+    double.add_in_process(pod_object("p1"))
+    copilot = Copilot(kube_client(double), rest_slurm_of(FakeSlurm([FakeNode("c1", 4, 8000)])), core.Settings(), CLUSTER)
     copilot.generic_nodes.relist()
     copilot.nodes.relist()
-    copilot.pods.resource_version = str(kube.rv)  # "synced", but it never saw p1
+    copilot.pods.resource_version = str(double.server.state.rv)  # "synced", but it never saw p1
     observed = copilot.observe({})
-    assert ("default", "p1") in observed.pods and ("get", PODS, "p1") in kube.calls
+    assert ("default", "p1") in observed.pods and ("GET", "/api/v1/namespaces/default/pods/p1") in double.requests_seen()
 
 
 def test_the_ledger_gauges_are_read_from_the_cache_at_each_scrape():
-    kube = FakeKube()
+    double = KubeDouble(listen=False).start()
     status = {"admissions": {"a1": entry(names.GRANTED), "a2": entry(names.RESERVED, pod="p2")},
               "allocatedResources": [{"type": "Kubernetes", "allocated": {"cpu": "1500m", "memory": "1Gi"}}],
               "conditions": [{"type": names.CONDITION_OVERCOMMITTED, "status": "True"}]}
-    kube.create(GENERICNODES, generic_node(status=status))
-    kube.create(GENERICNODES, generic_node("k8s-c2", "c2", status={}, finalizers=()))
-    kube.create(GENERICNODES, generic_node("k8s-x", "x", node_type="Other", status=status))
+    double.add_in_process(generic_node(status=status))
+    double.add_in_process(generic_node("k8s-c2", "c2", status={}, finalizers=()))
+    double.add_in_process(generic_node("k8s-x", "x", node_type="Other", status=status))
     metrics = Metrics()
-    copilot = Copilot(kube, rest_slurm_of(FakeSlurm()), core.Settings(), CLUSTER, metrics=metrics)
+    copilot = Copilot(kube_client(double), rest_slurm_of(FakeSlurm()), core.Settings(), CLUSTER, metrics=metrics)
     copilot.relist()
     samples = parse_exposition(metrics.exposition().decode())
     assert samples[("hybridhpc_copilot_ledger_allocated", (("node", "k8s-c1"), ("resource", "cpu"), ("type", "Kubernetes")))] == 1.5
@@ -300,8 +301,9 @@ def test_the_ledger_gauges_are_read_from_the_cache_at_each_scrape():
     assert samples[("hybridhpc_copilot_overcommitted", (("node", "k8s-c2"),))] == 0.0
     assert not any(("node", "k8s-x") in labels for _name, labels in samples)  # not a Slurm node: not the copilot's
     # No pass runs: what the watch brings is on the next scrape, and a node gone from the cache is gone from it.
-    kube.update(GENERICNODES, dict(kube.objects[GENERICNODES]["k8s-c1"], status={"admissions": {"a1": entry(names.RELEASED)}}))
-    kube.delete(GENERICNODES, "k8s-c2")
+    double.update_in_process("k8s-c1", lambda obj: obj.update(status={"admissions": {"a1": entry(names.RELEASED)}}),
+                             subresource="status")
+    double.delete_in_process("k8s-c2")
     copilot.pump()
     text = metrics.exposition().decode()
     samples = parse_exposition(text)
@@ -345,8 +347,9 @@ def test_the_poller_remembers_fingerprints_not_snapshots():
 
 
 def test_a_failing_api_server_makes_the_pass_report_not_crash():
-    kube = FakeKube(fault=lambda op, kind, name: (_ for _ in ()).throw(TemporaryError("503", 503)))
-    result = Copilot(kube, rest_slurm_of(FakeSlurm()), core.Settings(), CLUSTER).sync(full=True)
+    double = KubeDouble(listen=False).start()
+    double.intercept(None, "", lambda _method, _path: 503, count=None)
+    result = Copilot(kube_client(double), rest_slurm_of(FakeSlurm()), core.Settings(), CLUSTER).sync(full=True)
     assert not result.ok and result.errors[0][0] == "kubernetes"
 
 
@@ -379,11 +382,6 @@ def test_ledger_and_finalizer_bodies_hold_to_the_version_read_and_leave_the_cach
     added = finalizer_body(removed, True)
     assert added["metadata"]["finalizers"] == ["other/one", names.FINALIZER]
     assert json.dumps(cached, sort_keys=True) == before
-
-
-def test_label_selectors_of_the_fake():
-    assert label_selector_matches("a=b,c!=d,e,!f", {"a": "b", "c": "x", "e": ""})
-    assert not label_selector_matches("a==b", {"a": "c"})
 
 
 def test_nothing_fake_is_in_the_installed_package():
@@ -562,7 +560,7 @@ def test_the_executor_holds_back_a_slurm_action_that_failed_and_sends_a_changed_
     now = [0.0]
     slurm = FakeSlurm([FakeNode("c1", 4, 8000)], fault=fault)
     job = slurm.submit_placeholder("copilot-placeholder/k8s-c1/a1", "c1", 1, 1024)
-    executor = Executor(FakeKube(), rest_slurm_of(slurm), None, backoff=Backoff(clock=lambda: now[0]))
+    executor = Executor(kube_client(), rest_slurm_of(slurm), None, backoff=Backoff(clock=lambda: now[0]))
     cancel = placeholder.CancelPlaceholder("k8s-c1", job, "copilot-placeholder/k8s-c1/a1", "no held admission needs it")
     del calls[:]
     assert executor.run([cancel]).errors[0][0] == "CancelPlaceholder" and calls == ["cancel_job"]
@@ -580,7 +578,7 @@ def test_the_executor_keeps_slurms_refusal_of_a_placeholder_job_until_a_denial_c
         if operation == "submit_placeholder":
             raise SlurmRefused("Invalid account or account/partition combination specified")
 
-    executor = Executor(FakeKube(), rest_slurm_of(FakeSlurm([FakeNode("c1", 4, 8000)], fault=fault)), None)
+    executor = Executor(kube_client(), rest_slurm_of(FakeSlurm([FakeNode("c1", 4, 8000)], fault=fault)), None)
     name = placeholder.job_name("k8s-c1", "a1")
     executor.run([placeholder.SubmitPlaceholder("k8s-c1", "c1", name, 1, 1024, "hold")])
     assert list(executor.refusals) == [name] and "Invalid account or account/partition combination specified" in executor.refusals[name]

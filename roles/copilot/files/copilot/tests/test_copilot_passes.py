@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import time
 
-from copilot_builders import CLUSTER, admission, generic_node
-from fake_kube import FakeKube
+from copilot_builders import CLUSTER, admission, generic_node, node_object, pod_object
+from copilot_process import KubeDouble
 from fake_slurm import FakeNode, FakeSlurm
 from fake_slurmrestd import FakeSlurmrestd, rest_slurm_of
 
 from hybridhpc_copilot import core, loop, names
-from hybridhpc_copilot import kube as kube_kinds
-from hybridhpc_copilot.kube import GENERICNODES, PODS
+from hybridhpc_copilot.kube import PODS
 from hybridhpc_copilot.loop import Copilot
 from hybridhpc_copilot.slurm import SlurmUnavailable
 
@@ -19,25 +18,26 @@ NODES = ("c0", "c1", "c2")
 
 
 def make_world(fault=None):
-    kube = FakeKube()
+    """The API server double (in memory) and Slurm with three shared nodes, and a copilot that synced them."""
+    kube = KubeDouble(listen=False).start()
     slurm = FakeSlurm([FakeNode(name, 4, 8000) for name in NODES], fault=fault)
     for name in NODES:
-        kube.create(GENERICNODES, generic_node("k8s-" + name, name, finalizers=()))
+        kube.add_in_process(generic_node("k8s-" + name, name, finalizers=()))
     for pod in ("p1", "p2"):
-        kube.create(PODS, {"metadata": {"name": pod, "namespace": "default"}, "status": {"phase": "Running"}})
-    copilot = Copilot(kube, rest_slurm_of(slurm), core.Settings(configured={n: core.Capacity(4, 8000) for n in NODES}), CLUSTER)
+        kube.add_in_process(pod_object(pod))
+    copilot = Copilot(kube.client(), rest_slurm_of(slurm), core.Settings(configured={n: core.Capacity(4, 8000) for n in NODES}),
+                      CLUSTER)
     assert copilot.sync(full=True).ok  # finalizers and ledgers everywhere
     copilot.pump()
     return kube, slurm, copilot
 
 
 def admit(kube, node, entry):
-    obj = kube.objects[GENERICNODES][node]
-    kube.update(GENERICNODES, dict(obj, spec=dict(obj["spec"], admissions=[*obj["spec"]["admissions"], entry])))
+    kube.update_in_process(node, lambda obj: obj["spec"]["admissions"].append(entry))
 
 
 def state(kube, node, uid):
-    return kube.objects[GENERICNODES][node]["status"][names.STATUS_ADMISSIONS][uid]["state"]
+    return kube.peek(node)["status"][names.STATUS_ADMISSIONS][uid]["state"]
 
 
 def looked_at(copilot) -> list:
@@ -83,10 +83,10 @@ def test_pod_events_wake_only_the_generic_nodes_that_read_the_pod():
     copilot.pump()
     assert copilot.sync().ok and state(kube, "k8s-c0", "a1") == names.GRANTED
     copilot.pump()
-    kube.delete(PODS, "p2", "default")  # no admission names p2
+    kube.delete_in_process("p2", PODS, "default")  # no admission names p2
     copilot.pump()
     assert copilot.changes.take() == (False, set(), set())
-    kube.delete(PODS, "p1", "default")
+    kube.delete_in_process("p1", PODS, "default")
     copilot.pump()
     result = copilot.sync()
     assert {a.node for a in result.actions} == {"k8s-c0"} and "ReleaseAdmission" in [a.kind for a in result.actions]
@@ -98,8 +98,7 @@ def test_a_slurm_node_no_generic_node_shares_any_more_gets_its_configured_counts
     admit(kube, "k8s-c0", admission("a1", cpu="2", memory="1Gi"))
     copilot.pump()
     assert copilot.sync().ok and slurm.nodes["c0"].gres == "k8scpu:2,k8smemory:6976"
-    obj = kube.objects[GENERICNODES]["k8s-c0"]
-    kube.update(GENERICNODES, dict(obj, spec=dict(obj["spec"], type="Kubernetes")))  # no longer a shared Slurm node
+    kube.update_in_process("k8s-c0", lambda obj: obj["spec"].update(type="Kubernetes"))  # no longer a shared Slurm node
     copilot.pump()
     result = copilot.sync()
     assert [(a.kind, a.slurm_node) for a in result.actions] == [("SetGres", "c0")]
@@ -108,13 +107,13 @@ def test_a_slurm_node_no_generic_node_shares_any_more_gets_its_configured_counts
 
 def test_generic_nodes_sharing_one_slurm_node_are_decided_together():
     kube, slurm, copilot = make_world()
-    kube.create(GENERICNODES, generic_node("k8s-a-c1", "c1", finalizers=()))  # sorts first: it owns c1 now
+    kube.add_in_process(generic_node("k8s-a-c1", "c1", finalizers=()))  # sorts first: it owns c1 now
     copilot.pump()
     copilot.sync()
     admit(kube, "k8s-c1", admission("a1"))
     copilot.pump()
     assert copilot.sync().ok
-    ledger = kube.objects[GENERICNODES]["k8s-c1"]["status"][names.STATUS_ADMISSIONS]
+    ledger = kube.peek("k8s-c1")["status"][names.STATUS_ADMISSIONS]
     assert ledger["a1"]["state"] == names.DENIED and "shared through GenericNode k8s-a-c1" in ledger["a1"]["reason"]
 
 
@@ -138,12 +137,12 @@ def test_a_reservation_is_looked_at_again_by_passes_that_bring_nothing_new():
 
 
 def test_among_many_nodes_an_event_pass_reads_only_its_own_from_slurm():
-    kube, slurm = FakeKube(window=2000), FakeSlurm([FakeNode("n%03d" % i, 4, 8000) for i in range(200)])
+    kube, slurm = KubeDouble(window=2000, listen=False).start(), FakeSlurm([FakeNode("n%03d" % i, 4, 8000) for i in range(200)])
     for i in range(200):
-        kube.create(GENERICNODES, generic_node("k8s-n%03d" % i, "n%03d" % i, finalizers=()))
-    kube.create(PODS, {"metadata": {"name": "p1", "namespace": "default"}, "status": {"phase": "Running"}})
+        kube.add_in_process(generic_node("k8s-n%03d" % i, "n%03d" % i, finalizers=()))
+    kube.add_in_process(pod_object("p1"))
     rest = FakeSlurmrestd(slurm, listen=False)
-    copilot = Copilot(kube, rest.rest_slurm(), core.Settings(), CLUSTER)
+    copilot = Copilot(kube.client(), rest.rest_slurm(), core.Settings(), CLUSTER)
     assert copilot.sync(full=True).ok
     copilot.pump()
     rest.requests.clear()
@@ -156,9 +155,9 @@ def test_among_many_nodes_an_event_pass_reads_only_its_own_from_slurm():
 
 def test_events_of_kubernetes_nodes_and_generic_nodes_that_share_no_slurm_node_run_no_round():
     kube, slurm, copilot = make_world()
-    kube.create(GENERICNODES, generic_node("worker-1", "c0", finalizers=(), node_type="Other"))
-    kube.create(kube_kinds.NODES, {"metadata": {"name": "worker-1"}, "spec": {}})
-    kube.create(kube_kinds.NODES, {"metadata": {"name": "worker-2"}, "spec": {}})
+    kube.add_in_process(generic_node("worker-1", "c0", finalizers=(), node_type="Other"))
+    kube.add_in_process(node_object("worker-1"))
+    kube.add_in_process(node_object("worker-2"))
     copilot.pump()
     calls = len(slurm.calls)
     result = copilot.sync()

@@ -22,9 +22,9 @@ A missing object is not an error: ``get_object`` answers ``None``.
 
 :class:`KubeClient` speaks HTTP through the ``kubernetes`` package's
 connection pool, configured from a kubeconfig (or the in-cluster service
-account). The tests' in-memory API server
-(``tests/fake_kube.py``) implements :class:`Kube` too; nothing fake is
-installed on hosts.
+account). The tests talk to the project's API server double through it
+(``tests/k8s_double``, over a socket or, with ``pool``, in memory); nothing
+fake is installed on hosts.
 """
 
 from __future__ import annotations
@@ -146,50 +146,6 @@ def _generic_node_body(obj: JsonObject, resource_version: str | None) -> JsonObj
     return body
 
 
-class _ReplacesGenericNodes(Protocol):
-    def replace_status(self, obj: JsonObject) -> JsonObject: ...
-
-    def replace_object(self, obj: JsonObject) -> JsonObject: ...
-
-
-class GenericNodeWrites:
-    """The copilot's two GenericNode writes, said as what they do, over a client's ``replace_*`` calls.
-
-    Shared by the real client and the tests' fake, so both send the same bodies.
-    """
-
-    def write_ledger(self: _ReplacesGenericNodes, obj: JsonObject, status: Status,
-                     resource_version: str | None = None) -> JsonObject:
-        return self.replace_status(ledger_body(obj, status, resource_version))
-
-    def set_finalizer(self: _ReplacesGenericNodes, obj: JsonObject, present: bool,
-                      resource_version: str | None = None) -> JsonObject:
-        return self.replace_object(finalizer_body(obj, present, resource_version))
-
-
-def label_selector_matches(selector: str | None, labels: dict[str, str] | None) -> bool:
-    """Equality-based selectors (``a=b,c!=d``), enough for the copilot's own lists."""
-    labels = labels or {}
-    for term in (selector or "").split(","):
-        term = term.strip()
-        if not term:
-            continue
-        if "!=" in term:
-            key, value = term.split("!=", 1)
-            if labels.get(key.strip()) == value.strip():
-                return False
-        elif "=" in term:
-            key, value = term.replace("==", "=").split("=", 1)
-            if labels.get(key.strip()) != value.strip():
-                return False
-        elif term.startswith("!"):
-            if term[1:] in labels:
-                return False
-        elif term not in labels:
-            return False
-    return True
-
-
 # -- the real client ----------------------------------------------------------------------
 
 
@@ -208,7 +164,7 @@ def object_path(kind: str, name: str, namespace: str | None = None) -> str:
     return "%s/%s" % (_COLLECTIONS[kind], quote(name, safe=""))
 
 
-class KubeClient(GenericNodeWrites):
+class KubeClient:
     """The Kubernetes API over HTTP, configured by the ``kubernetes`` package (python3-kubernetes 22.6 or later).
 
     The package loads the kubeconfig (or the in-cluster service account) and
@@ -221,7 +177,9 @@ class KubeClient(GenericNodeWrites):
     """
 
     def __init__(self, kubeconfig: str | None = None, context: str | None = None, configuration: Any = None,
-                 request_timeout: float = 30.0, list_chunk: int = 500):
+                 request_timeout: float = 30.0, list_chunk: int = 500, pool: Any = None):
+        """``pool``: what to send the requests through instead of the configuration's connection pool
+        (something with urllib3's ``PoolManager.request``; the tests' API server double in memory)."""
         from kubernetes import client, config
         from kubernetes.client import rest
 
@@ -233,7 +191,7 @@ class KubeClient(GenericNodeWrites):
                 config.load_incluster_config(client_configuration=configuration)
         self.configuration = configuration
         self.host = configuration.host  # a property that reads the proxy settings from the environment each time
-        self.pool = rest.RESTClientObject(configuration).pool_manager
+        self.pool = rest.RESTClientObject(configuration).pool_manager if pool is None else pool
         self.request_timeout = request_timeout
         self.list_chunk = list_chunk
 
@@ -357,6 +315,12 @@ class KubeClient(GenericNodeWrites):
     def replace_object(self, obj: JsonObject) -> JsonObject:
         name = obj["metadata"]["name"]
         return self._json("update genericnode %s" % name, "PUT", object_path(GENERICNODES, name), body=obj)
+
+    def write_ledger(self, obj: JsonObject, status: Status, resource_version: str | None = None) -> JsonObject:
+        return self.replace_status(ledger_body(obj, status, resource_version))
+
+    def set_finalizer(self, obj: JsonObject, present: bool, resource_version: str | None = None) -> JsonObject:
+        return self.replace_object(finalizer_body(obj, present, resource_version))
 
     def annotate_node(self, name: str, key: str, value: str | None) -> JsonObject:
         body = {"metadata": {"annotations": {key: value}}}

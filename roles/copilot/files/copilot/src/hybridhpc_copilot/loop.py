@@ -611,7 +611,8 @@ class Copilot:
             informer.relist()
 
     def pump(self, drop: Callable[[str, JsonObject], bool] | None = None) -> None:
-        """Apply what the watches have (the fake's watches do not block); 410 -> list again."""
+        """Apply what the watches bring, in this thread (tests: the API server double in memory ends a watch
+        once it sent what happened); 410 -> list again."""
         for informer in self.informers:
             try:
                 informer.watch(0, drop)
