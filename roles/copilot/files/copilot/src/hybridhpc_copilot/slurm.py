@@ -8,8 +8,10 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from . import names
@@ -117,6 +119,26 @@ def _number(value: Any) -> float:
     return plain
 
 
+def vendored_client() -> ModuleType:
+    """The vendored slurmrestd client module, httpx imported without its command-line client.
+
+    httpx's ``__init__`` imports ``httpx._main`` (click, rich and pygments: about
+    10 MB of memory the daemon would hold for good) whenever they are installed,
+    and Debian's python3-httpx depends on them; when that import fails, httpx
+    defines a stub ``main`` instead. The daemon never runs httpx's command line,
+    so the import is made to fail (a ``None`` in ``sys.modules``) while httpx loads.
+    """
+    if "httpx" not in sys.modules and "httpx._main" not in sys.modules:
+        sys.modules["httpx._main"] = None  # type: ignore[assignment]
+        try:
+            import httpx  # noqa: F401 - loaded here, before the client imports it
+        finally:
+            del sys.modules["httpx._main"]
+    from ._vendor import slurmrestd
+
+    return slurmrestd
+
+
 # slurm_errno.h: slurmrestd could not talk to slurmctld (SLURM_COMMUNICATIONS_* 1001-1004,
 # SLURMCTLD_COMMUNICATIONS_* 1800-1804). 1007 (authentication) is not one of them.
 _COMMUNICATION_ERRORS = frozenset((1001, 1002, 1003, 1004, 1800, 1801, 1802, 1803, 1804))
@@ -134,8 +156,7 @@ class RestSlurm:
                  unix_socket: str | None = None, timeout: float = 10.0, client: SlurmrestdClient | None = None,
                  transport: httpx.BaseTransport | None = None, placeholder_job: Mapping[str, Any] | None = None,
                  job_table: PlaceholderJobTable | None = None, clock: Callable[[], float] = time.monotonic):
-        from ._vendor import slurmrestd as rest
-
+        rest = vendored_client()
         self._rest = rest
         self.tokens = tokens
         self.placeholder_job = dict(placeholder_job or {})  # extra job_desc fields: partition, account, qos, time_limit
