@@ -1,4 +1,4 @@
-"""What the daemon holds in memory: modules it never uses are not loaded."""
+"""What the daemon spends: no memory on modules it never uses, no CPU on work a request can skip."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ import json
 import subprocess
 import sys
 
+import pytest
 from conftest import PACKAGE
+
+from hybridhpc_copilot.kube import CREDENTIALS_REUSE_SECONDS, NODES, KubeClient, PermanentError
 
 # Modules httpx's command-line client pulls in (httpx._main): the daemon never runs it.
 CLI_MODULES = ("httpx._main", "click", "rich", "pygments")
@@ -30,3 +33,33 @@ def test_the_slurm_client_loads_httpx_without_its_command_line_client():
     # httpx itself works, and a later explicit import of its CLI module still finds it.
     works = started + "import httpx\nassert httpx.Client and callable(httpx.main)\nimport httpx._main\n"
     assert _loaded_after(works) == ["httpx._main", "click", "rich", "pygments"]
+
+
+def test_the_kube_client_reads_its_credentials_once_a_second_and_after_a_401(api_server, kubeconfig):
+    now = [100.0]
+    kube = KubeClient(kubeconfig, clock=lambda: now[0])
+    # A kubeconfig with a token: the package refreshes it through this hook, at each read of the credentials.
+    assert kube.configuration.refresh_api_key_hook is not None
+    good = kube.configuration.api_key["BearerToken"]
+    token, reads = [good], []
+
+    def refresh(configuration):
+        reads.append(now[0])
+        configuration.api_key["BearerToken"] = token[0]
+
+    kube.configuration.refresh_api_key_hook = refresh
+    for _unused in range(5):
+        assert kube.get_object(NODES, "absent") is None
+    assert len(reads) == 1
+    now[0] += CREDENTIALS_REUSE_SECONDS
+    kube.get_object(NODES, "absent")
+    assert len(reads) == 2
+
+    # The token refreshed to one the server refuses: the 401 makes the next request read the credentials again.
+    token[0] = "Bearer not-a-token"
+    now[0] += CREDENTIALS_REUSE_SECONDS
+    with pytest.raises(PermanentError):
+        kube.get_object(NODES, "absent")
+    token[0] = good
+    assert kube.get_object(NODES, "absent") is None
+    assert len(reads) == 4
