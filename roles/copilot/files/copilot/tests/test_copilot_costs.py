@@ -5,11 +5,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tracemalloc
 
+import httpx
 import pytest
 from conftest import PACKAGE
+from fake_slurm import FakeNode, FakeSlurm
+from fake_slurmrestd import FakeSlurmrestd, rest_slurm_of
 
 from hybridhpc_copilot.kube import CREDENTIALS_REUSE_SECONDS, NODES, KubeClient, PermanentError
+from hybridhpc_copilot.slurm import RestSlurm, node_from_rest
 
 # Modules httpx's command-line client pulls in (httpx._main): the daemon never runs it.
 CLI_MODULES = ("httpx._main", "click", "rich", "pygments")
@@ -63,3 +68,38 @@ def test_the_kube_client_reads_its_credentials_once_a_second_and_after_a_401(api
     token[0] = good
     assert kube.get_object(NODES, "absent") is None
     assert len(reads) == 4
+
+
+def test_slurm_nodes_share_their_repeated_strings_and_carry_no_dict():
+    # Two nodes decoded apart (two polls, or two entries of one answer): equal strings, distinct objects.
+    text = '{"name": "c%d", "gres": "k8scpu:64,k8smemory:256000", "state": ["idle", "drain"], "reason": "copilot: x"}'
+    a, b = node_from_rest(json.loads(text % 1)), node_from_rest(json.loads(text % 2))
+    assert a.gres is b.gres and a.reason is b.reason and all(x is y for x, y in zip(a.states, b.states, strict=True))
+    assert a.name == "c1" and a.states == ("IDLE", "DRAIN")
+    assert not hasattr(a, "__dict__")
+
+
+def _peak(read):
+    """Peak Python allocations (bytes) while ``read()`` runs, and what it returned."""
+    tracemalloc.start()
+    try:
+        kept = read()
+        return tracemalloc.get_traced_memory()[1], kept
+    finally:
+        tracemalloc.stop()
+
+
+def test_reading_every_slurm_node_never_holds_the_whole_answer_decoded():
+    # slurmrestd's answer, encoded once (a fake serving it in this process would build it at each read, and be measured).
+    fake = FakeSlurmrestd(FakeSlurm([FakeNode("c%05d" % i, 64, 256000) for i in range(3000)]), listen=False)
+    answer = rest_slurm_of(fake.slurm).client._send("GET", "/slurm/v0.0.42/nodes").content
+    transport = httpx.MockTransport(lambda request: httpx.Response(
+        200, content=answer if request.url.path.endswith("/nodes") else b'{"pings": [], "errors": []}'))
+    slurm = RestSlurm("http://slurmrestd", transport=transport)
+    slurm.node_states()  # the version probe
+    decoded_first, _nodes = _peak(lambda: {n.name: n for n in map(node_from_rest, slurm.client.nodes())})
+    del _nodes
+    as_decoded, nodes = _peak(slurm.node_states)
+    assert len(nodes) == 3000 and nodes["c00042"].cpus == 64
+    assert as_decoded < 0.8 * decoded_first, (as_decoded, decoded_first)
+

@@ -68,18 +68,23 @@ class Slurm(Protocol):
 
 
 def node_from_rest(entry: Mapping[str, Any]) -> SlurmNode:
-    """A :class:`SlurmNode` from slurmrestd's node JSON (v0.0.40 - v0.0.42)."""
+    """A :class:`SlurmNode` from slurmrestd's node JSON (v0.0.40 - v0.0.42).
+
+    Its strings are interned: a poll of every node holds one SlurmNode each,
+    and most nodes repeat the same GRES, states and reason (the name is the
+    one the cached GenericNode's alias holds already).
+    """
     state = entry.get("state") or []
     if isinstance(state, str):
         state = [state]
     return SlurmNode(
-        name=str(entry.get("name") or ""),
-        gres=str(entry.get("gres") or ""),
-        gres_used=str(entry.get("gres_used") or ""),
+        name=sys.intern(str(entry.get("name") or "")),
+        gres=sys.intern(str(entry.get("gres") or "")),
+        gres_used=sys.intern(str(entry.get("gres_used") or "")),
         alloc_cpus=int(_number(entry.get("alloc_cpus"))),
         alloc_memory_mb=int(_number(entry.get("alloc_memory"))),
-        states=tuple(str(s).upper() for s in state),
-        reason=str(entry.get("reason") or ""),
+        states=tuple(sys.intern(str(s).upper()) for s in state),
+        reason=sys.intern(str(entry.get("reason") or "")),
         cpus=int(_number(entry.get("cpus"))),
         memory_mb=int(_number(entry.get("real_memory"))),
         slurmd_start_time=float(_number(entry.get("slurmd_start_time"))),
@@ -122,8 +127,8 @@ def _number(value: Any) -> float:
 def vendored_client() -> ModuleType:
     """The vendored slurmrestd client module, httpx imported without its command-line client.
 
-    httpx's ``__init__`` imports ``httpx._main`` (click, rich and pygments: about
-    10 MB of memory the daemon would hold for good) whenever they are installed,
+    httpx's ``__init__`` imports ``httpx._main`` (click, rich and pygments: 4 MB
+    of RSS beyond the modules the daemon loads anyway, held for good) whenever they are installed,
     and Debian's python3-httpx depends on them; when that import fails, httpx
     defines a stub ``main`` instead. The daemon never runs httpx's command line,
     so the import is made to fail (a ``None`` in ``sys.modules``) while httpx loads.
@@ -182,10 +187,11 @@ class RestSlurm:
 
     def node_states(self, names: Iterable[str] | None = None) -> dict[str, SlurmNode]:
         if names is None:
-            entries = self._call(self.client.nodes)
+            # Each node made a SlurmNode as it is decoded: the whole answer is never held as dicts.
+            nodes: list[SlurmNode] = self._call(self.client.nodes, node_from_rest)
         else:
-            entries = [e for e in (self._call(self.client.node, n) for n in names) if e]
-        return {node.name: node for node in map(node_from_rest, entries)}
+            nodes = [node_from_rest(e) for e in (self._call(self.client.node, n) for n in names) if e]
+        return {node.name: node for node in nodes}
 
     def set_node_gres(self, name: str, gres: str) -> None:
         self._call(self.client.set_node_gres, name, gres)
