@@ -10,9 +10,11 @@ import tracemalloc
 import httpx
 import pytest
 from conftest import PACKAGE
+from copilot_builders import generic_node, observed, slurm_node
 from fake_slurm import FakeNode, FakeSlurm
 from fake_slurmrestd import FakeSlurmrestd, rest_slurm_of
 
+from hybridhpc_copilot import core, loop
 from hybridhpc_copilot.kube import CREDENTIALS_REUSE_SECONDS, NODES, KubeClient, PermanentError
 from hybridhpc_copilot.slurm import RestSlurm, node_from_rest
 
@@ -103,3 +105,18 @@ def test_reading_every_slurm_node_never_holds_the_whole_answer_decoded():
     assert len(nodes) == 3000 and nodes["c00042"].cpus == 64
     assert as_decoded < 0.8 * decoded_first, (as_decoded, decoded_first)
 
+
+def test_a_first_start_keeps_each_decided_status_compacted_as_it_goes():
+    # A first start: no GenericNode has a status or a finalizer yet, so every one gets both written.
+    count = 2000
+    nodes = ["c%05d" % i for i in range(count)]
+    world = observed(generic_nodes=[generic_node("k8s-" + n, n, finalizers=()) for n in nodes],
+                     slurm=[slurm_node(n, 64, 256000) for n in nodes], configured=dict.fromkeys(nodes, core.Capacity(64, 256000)))
+    core.reconcile(world, loop._compact_status)  # the compaction's table of shared parts filled before both
+    compacted_after, _actions = _peak(lambda: [loop._compact_status(a) for a in core.reconcile(world)])
+    del _actions
+    compacted_as_decided, actions = _peak(lambda: core.reconcile(world, loop._compact_status))
+    statuses = [a.status for a in actions if isinstance(a, core.WriteStatus)]
+    assert len(statuses) == count and statuses[0] == core.reconcile(world)[1].status
+    assert statuses[0]["allocatedResources"] is statuses[1]["allocatedResources"]  # compacted: equal parts shared
+    assert compacted_as_decided < 0.5 * compacted_after, (compacted_as_decided, compacted_after)
