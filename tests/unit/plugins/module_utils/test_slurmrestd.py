@@ -965,23 +965,15 @@ def test_nodes_through_each_returns_what_each_made_of_every_node():
 
 
 def test_nodes_through_each_never_holds_every_node_decoded():
-    import tracemalloc
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[4] / "tests"))
+    from memory_peak import peak_allocations
 
     entries = [node_entry("c%05d" % i) for i in range(3000)]
     client = sr.SlurmrestdClient(URL, token=token(), user="root", transport=nodes_answer(entries))
     client.nodes()  # the version probe, and a warm-up
-
-    def peak(read):
-        tracemalloc.start()
-        try:
-            kept = read()
-            return tracemalloc.get_traced_memory()[1], kept
-        finally:
-            tracemalloc.stop()
-
-    whole, _nodes = peak(client.nodes)
+    whole, _nodes = peak_allocations(client.nodes)
     del _nodes
-    through_each, names = peak(lambda: client.nodes(lambda entry: entry["name"]))
+    through_each, names = peak_allocations(lambda: client.nodes(lambda entry: entry["name"]))
     assert len(names) == 3000
     # The answer's text is held either way; the decoded nodes only without each().
     assert through_each < whole / 2, (through_each, whole)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tracemalloc
 
 import httpx
 import pytest
@@ -13,6 +12,7 @@ from conftest import PACKAGE
 from copilot_builders import generic_node, observed, slurm_node
 from fake_slurm import FakeNode, FakeSlurm
 from fake_slurmrestd import FakeSlurmrestd, rest_slurm_of
+from memory_peak import peak_allocations
 
 from hybridhpc_copilot import core, loop
 from hybridhpc_copilot.kube import CREDENTIALS_REUSE_SECONDS, NODES, KubeClient, PermanentError
@@ -81,16 +81,6 @@ def test_slurm_nodes_share_their_repeated_strings_and_carry_no_dict():
     assert not hasattr(a, "__dict__")
 
 
-def _peak(read):
-    """Peak Python allocations (bytes) while ``read()`` runs, and what it returned."""
-    tracemalloc.start()
-    try:
-        kept = read()
-        return tracemalloc.get_traced_memory()[1], kept
-    finally:
-        tracemalloc.stop()
-
-
 def test_reading_every_slurm_node_never_holds_the_whole_answer_decoded():
     # slurmrestd's answer, encoded once (a fake serving it in this process would build it at each read, and be measured).
     fake = FakeSlurmrestd(FakeSlurm([FakeNode("c%05d" % i, 64, 256000) for i in range(3000)]), listen=False)
@@ -99,9 +89,9 @@ def test_reading_every_slurm_node_never_holds_the_whole_answer_decoded():
         200, content=answer if request.url.path.endswith("/nodes") else b'{"pings": [], "errors": []}'))
     slurm = RestSlurm("http://slurmrestd", transport=transport)
     slurm.node_states()  # the version probe
-    decoded_first, _nodes = _peak(lambda: {n.name: n for n in map(node_from_rest, slurm.client.nodes())})
+    decoded_first, _nodes = peak_allocations(lambda: {n.name: n for n in map(node_from_rest, slurm.client.nodes())})
     del _nodes
-    as_decoded, nodes = _peak(slurm.node_states)
+    as_decoded, nodes = peak_allocations(slurm.node_states)
     assert len(nodes) == 3000 and nodes["c00042"].cpus == 64
     assert as_decoded < 0.8 * decoded_first, (as_decoded, decoded_first)
 
@@ -113,9 +103,9 @@ def test_a_first_start_keeps_each_decided_status_compacted_as_it_goes():
     world = observed(generic_nodes=[generic_node("k8s-" + n, n, finalizers=()) for n in nodes],
                      slurm=[slurm_node(n, 64, 256000) for n in nodes], configured=dict.fromkeys(nodes, core.Capacity(64, 256000)))
     core.reconcile(world, loop._compact_status)  # the compaction's table of shared parts filled before both
-    compacted_after, _actions = _peak(lambda: [loop._compact_status(a) for a in core.reconcile(world)])
+    compacted_after, _actions = peak_allocations(lambda: [loop._compact_status(a) for a in core.reconcile(world)])
     del _actions
-    compacted_as_decided, actions = _peak(lambda: core.reconcile(world, loop._compact_status))
+    compacted_as_decided, actions = peak_allocations(lambda: core.reconcile(world, loop._compact_status))
     statuses = [a.status for a in actions if isinstance(a, core.WriteStatus)]
     assert len(statuses) == count and statuses[0] == core.reconcile(world)[1].status
     assert statuses[0]["allocatedResources"] is statuses[1]["allocatedResources"]  # compacted: equal parts shared
