@@ -31,11 +31,14 @@ def _loaded_after(code: str) -> list[str]:
     return loaded
 
 
-def test_the_slurm_client_loads_httpx_without_its_command_line_client():
+def test_the_daemon_loads_httpx_without_its_command_line_client(kubeconfig):
     # Where httpx's CLI dependencies are installed (Debian's python3-httpx depends on them), a plain
     # import loads them: the control that this test can fail here.
     assert set(_loaded_after("import httpx")) == set(CLI_MODULES)
-    started = "from hybridhpc_copilot.slurm import RestSlurm\nslurm = RestSlurm('http://127.0.0.1:9')\n"
+    # What the daemon's entry point loads and builds before its loop starts.
+    started = ("from hybridhpc_copilot import __main__\nfrom hybridhpc_copilot.kube import KubeClient\n"
+               "from hybridhpc_copilot.slurm import RestSlurm\n"
+               "kube = KubeClient(%r)\nslurm = RestSlurm('http://127.0.0.1:9')\n" % kubeconfig)
     assert _loaded_after(started) == []
     # httpx itself works, and a later explicit import of its CLI module still finds it.
     works = started + "import httpx\nassert httpx.Client and callable(httpx.main)\nimport httpx._main\n"
