@@ -318,6 +318,15 @@ def node_states(node):
     return [str(s) for s in state]
 
 
+def is_node_entry(obj):
+    """Whether a JSON object of a ``/nodes`` answer is a node's entry (the only objects with ``real_memory``).
+
+    >>> is_node_entry({"name": "c1", "real_memory": 1000}), is_node_entry({"set": True, "number": 4})
+    (True, False)
+    """
+    return "name" in obj and "real_memory" in obj
+
+
 def openapi_versions(spec):
     """The data_parser versions an OpenAPI document's paths name (``/slurm/v0.0.42/ping``), oldest first.
 
@@ -543,17 +552,17 @@ class SlurmrestdClient:
             return response
 
     @staticmethod
-    def _json(response):
+    def _json(response, object_hook=None):
         try:
-            data = response.json()
+            data = response.json(object_hook=object_hook)
         except ValueError:
             return None
         return data if isinstance(data, dict) else None
 
-    def _check(self, method, path, response):
-        """Return the JSON answer, or raise the error it describes."""
+    def _check(self, method, path, response, object_hook=None):
+        """Return the JSON answer (each object passed through ``object_hook`` as it is decoded), or raise the error it describes."""
         status = response.status_code
-        data = self._json(response)
+        data = self._json(response, object_hook)
         errors = (data or {}).get("errors") or []
         self.last_warnings = list((data or {}).get("warnings") or [])
         where = "%s %s" % (method, path)
@@ -617,10 +626,13 @@ class SlurmrestdClient:
         data = self._json(response) if response.status_code == 200 else None
         return openapi_versions(data or {})
 
-    def request(self, method, endpoint, body=None, idempotent=True):
-        """``METHOD /slurm/{version}/{endpoint}``; return the JSON answer or raise."""
+    def request(self, method, endpoint, body=None, idempotent=True, object_hook=None):
+        """``METHOD /slurm/{version}/{endpoint}``; return the JSON answer or raise.
+
+        ``object_hook`` is :func:`json.loads`'s: every object of the answer goes through it as it is decoded.
+        """
         path = "/slurm/%s/%s" % (self.version, endpoint.lstrip("/"))
-        return self._check(method, path, self._send(method, path, body=body, idempotent=idempotent))
+        return self._check(method, path, self._send(method, path, body=body, idempotent=idempotent), object_hook)
 
     # -- controller --------------------------------------------------------
 
@@ -661,9 +673,28 @@ class SlurmrestdClient:
 
     # -- nodes -------------------------------------------------------------
 
-    def nodes(self):
-        """Every node, as slurmrestd describes it."""
-        return list(self.request("GET", "nodes").get("nodes") or [])
+    def nodes(self, each=None):
+        """Every node, as slurmrestd describes it; or ``each(node)`` of every node.
+
+        With ``each``, a node is handed to it as soon as it is decoded, and only
+        what it returns is kept: a caller that needs a few fields of thousands
+        of nodes never holds them all decoded at once (10,000 nodes of about 60
+        fields each are tens of megabytes as Python objects).
+        """
+        if each is None:
+            return list(self.request("GET", "nodes").get("nodes") or [])
+        done = {}  # id of what each() returned -> it (kept alive, so no id is reused meanwhile)
+
+        def hook(obj):
+            if not is_node_entry(obj):
+                return obj
+            result = each(obj)
+            done[id(result)] = result
+            return result
+
+        entries = self.request("GET", "nodes", object_hook=hook).get("nodes") or []
+        # An entry the hook could not tell for a node still goes through each(), once.
+        return [entry if id(entry) in done else each(entry) for entry in entries]
 
     def node(self, name):
         """One node, or ``None`` when Slurm does not know it.

@@ -927,3 +927,53 @@ def test_module_imports_without_httpx():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "install python3-httpx (Debian/Ubuntu) or pip install httpx" in proc.stdout
+
+
+# --------------------------------------------------------------------------
+# Reading every node through each()
+
+
+def node_entry(name):
+    """A node as slurmrestd 24.11 describes it: dozens of fields, numbers as structs (abridged)."""
+    entry = {"name": name, "hostname": name, "address": name, "state": ["IDLE"], "reason": "", "gres": "k8scpu:64",
+             "gres_used": "k8scpu:0", "cpus": 64, "real_memory": 256000, "alloc_cpus": 0, "alloc_memory": 0,
+             "features": ["x86_64", "avx2"], "partitions": ["batch", "k8s"], "boards": 1, "sockets": 2, "cores": 16,
+             "threads": 2, "os": "Linux 6.1.0-13-amd64 #1 SMP PREEMPT_DYNAMIC Debian", "version": "24.11.5"}
+    for key in ("cpu_load", "free_mem", "boot_time", "last_busy", "slurmd_start_time", "resume_after", "weight"):
+        entry[key] = {"set": True, "infinite": False, "number": 1700000000}
+    return entry
+
+
+def nodes_answer(entries):
+    body = {"nodes": entries, "last_update": {"set": True, "infinite": False, "number": NOW},
+            "meta": {"slurm": {"version": {"major": "24", "minor": "11", "micro": "5"}}}, "errors": [], "warnings": []}
+    return httpx.MockTransport(lambda request: httpx.Response(200, json={"pings": []} if request.url.path.endswith("/ping") else body))
+
+
+def test_nodes_through_each_returns_what_each_made_of_every_node():
+    entries = [node_entry("c1"), {"name": "c2", "state": ["DOWN"]}, node_entry("c3")]  # c2: no real_memory
+    client = sr.SlurmrestdClient(URL, token=token(), user="root", transport=nodes_answer(entries))
+    seen = []
+
+    def each(entry):
+        seen.append(entry["name"])
+        return (entry["name"], entry["cpu_load"]["number"] if "cpu_load" in entry else None)
+
+    assert client.nodes(each) == [("c1", 1700000000), ("c2", None), ("c3", 1700000000)]
+    assert sorted(seen) == ["c1", "c2", "c3"]  # once each: c2 after the decoding, the others during it
+    assert client.nodes() == entries
+
+
+def test_nodes_through_each_never_holds_every_node_decoded():
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[4] / "tests"))
+    from memory_peak import peak_allocations
+
+    entries = [node_entry("c%05d" % i) for i in range(3000)]
+    client = sr.SlurmrestdClient(URL, token=token(), user="root", transport=nodes_answer(entries))
+    client.nodes()  # the version probe, and a warm-up
+    whole, _nodes = peak_allocations(client.nodes)
+    del _nodes
+    through_each, names = peak_allocations(lambda: client.nodes(lambda entry: entry["name"]))
+    assert len(names) == 3000
+    # The answer's text is held either way; the decoded nodes only without each().
+    assert through_each < whole / 2, (through_each, whole)

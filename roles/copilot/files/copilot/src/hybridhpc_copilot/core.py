@@ -109,8 +109,14 @@ STRATEGIES: dict[str, Callable[[NodeFacts, Observed], Strategy]] = {
 }
 
 
-def reconcile(observed: Observed) -> list[Action]:
-    """Every action that brings Slurm, the ledger and the Kubernetes Nodes in line."""
+def reconcile(observed: Observed, keep: Callable[[Action], Action] | None = None) -> list[Action]:
+    """Every action that brings Slurm, the ledger and the Kubernetes Nodes in line.
+
+    ``keep(action)``: each action as the caller holds it, made as soon as its
+    node is decided (the loop compacts the statuses to write: a first start
+    decides a status for every GenericNode, and all of them as built, held
+    until the last is decided, cost megabytes at 10,000).
+    """
     actions: list[Action] = []
     owner_of: dict[str, str] = {}
     for name in sorted(observed.generic_nodes):
@@ -120,7 +126,8 @@ def reconcile(observed: Observed) -> list[Action]:
     for name in sorted(observed.generic_nodes):
         obj = observed.generic_nodes[name]
         if is_slurm_node(obj):
-            actions.extend(reconcile_node(name, obj, observed, owner_of[alias_of(obj)]))
+            decided = reconcile_node(name, obj, observed, owner_of[alias_of(obj)])
+            actions.extend(decided if keep is None else map(keep, decided))
     actions.extend(restore_unshared(observed, set(owner_of)))
     actions.extend(cancel_orphans(observed, set(owner_of.values())))
     return actions

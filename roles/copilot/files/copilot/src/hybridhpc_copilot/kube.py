@@ -30,6 +30,7 @@ fake is installed on hosts.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode
@@ -157,6 +158,13 @@ _COLLECTIONS = {
 }
 
 
+# Seconds the credentials read from the configuration serve before they are read again. Reading them runs the
+# kubernetes package's refresh hook, which for a token also assigns the configuration's host again and so reads
+# every proxy variable of the environment (0.3 ms a request, more in a large environment); the tokens it
+# refreshes (exec plugins, the service account's) live for minutes.
+CREDENTIALS_REUSE_SECONDS = 1.0
+
+
 def object_path(kind: str, name: str, namespace: str | None = None) -> str:
     """The API path of one object (``namespace`` for namespaced kinds)."""
     if kind in NAMESPACED:
@@ -177,7 +185,8 @@ class KubeClient:
     """
 
     def __init__(self, kubeconfig: str | None = None, context: str | None = None, configuration: Any = None,
-                 request_timeout: float = 30.0, list_chunk: int = 500, pool: Any = None):
+                 request_timeout: float = 30.0, list_chunk: int = 500, pool: Any = None,
+                 clock: Callable[[], float] = time.monotonic):
         """``pool``: what to send the requests through instead of the configuration's connection pool
         (something with urllib3's ``PoolManager.request``; the tests' API server double in memory)."""
         from kubernetes import client, config
@@ -194,17 +203,28 @@ class KubeClient:
         self.pool = rest.RESTClientObject(configuration).pool_manager if pool is None else pool
         self.request_timeout = request_timeout
         self.list_chunk = list_chunk
+        self._clock = clock
+        self._credentials: dict[str, str] = {}
+        self._credentials_read: float | None = None  # when (clock) they were read; None: read them before the next request
 
     # -- plumbing ------------------------------------------------------------------
     def _headers(self, content_type: str | None = None) -> dict[str, str]:
-        """Accept JSON, and the credentials the configuration holds now (it refreshes expiring ones)."""
+        """Accept JSON, and the credentials (see :meth:`_credential_headers`)."""
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
-        for auth in self.configuration.auth_settings().values():
-            if auth.get("in") == "header" and auth.get("value"):
-                headers[auth["key"]] = auth["value"]
+        headers.update(self._credential_headers())
         return headers
+
+    def _credential_headers(self) -> dict[str, str]:
+        """The credentials the configuration holds (it refreshes expiring ones), read again every
+        :data:`CREDENTIALS_REUSE_SECONDS` and after a 401."""
+        now = self._clock()
+        if self._credentials_read is None or now - self._credentials_read >= CREDENTIALS_REUSE_SECONDS:
+            self._credentials = {auth["key"]: auth["value"] for auth in self.configuration.auth_settings().values()
+                                 if auth.get("in") == "header" and auth.get("value")}
+            self._credentials_read = now
+        return self._credentials
 
     def _request(self, what: str, method: str, path: str, query: dict[str, Any] | None = None, body: JsonObject | None = None,
                  content_type: str = "application/json", timeout: Any = None) -> Any:
@@ -219,6 +239,8 @@ class KubeClient:
                 timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]) if isinstance(timeout, tuple) else (timeout or self.request_timeout))
         except (urllib3.exceptions.HTTPError, OSError) as err:
             raise TemporaryError("%s: %s: %s" % (what, type(err).__name__, err)) from err
+        if response.status == 401:
+            self._credentials_read = None  # a token that just expired: the next request reads them again
         if response.status >= 400:
             try:
                 body_text = response.read()

@@ -697,11 +697,10 @@ class Copilot:
             slurm_jobs = tuple(job for job in slurm_jobs if job.owner is not None and wanted(job.owner[0]))
         # Nothing keeps the observed snapshot while the actions run: each write replaces
         # its GenericNode in the cache, and the object it replaced can go at once. The
-        # statuses to write are compacted as the cache holds them: a written one is then
-        # shared by the action and the cache (a first start writes every ledger).
-        actions = core.reconcile(self.observe(slurm_nodes, slurm_jobs, scope))
-        for index in range(len(actions)):  # in place: each decided status goes once compacted
-            actions[index] = _compact_status(actions[index])
+        # statuses to write are compacted as the cache holds them, node by node as they
+        # are decided: a written one is then shared by the action and the cache (a first
+        # start writes every ledger).
+        actions = core.reconcile(self.observe(slurm_nodes, slurm_jobs, scope), _compact_status)
         outcome = self.executor.run(actions)
         del actions  # what was applied is in the outcome
         result.actions.extend(outcome.applied)

@@ -29,7 +29,7 @@ class Capacity:
     memory_mb: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a whole poll holds one per node: no __dict__ each
 class SlurmNode:
     """One Slurm node as slurmrestd describes it (only what the decisions need)."""
 

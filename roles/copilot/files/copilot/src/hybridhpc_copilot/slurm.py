@@ -8,8 +8,10 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from . import names
@@ -66,18 +68,23 @@ class Slurm(Protocol):
 
 
 def node_from_rest(entry: Mapping[str, Any]) -> SlurmNode:
-    """A :class:`SlurmNode` from slurmrestd's node JSON (v0.0.40 - v0.0.42)."""
+    """A :class:`SlurmNode` from slurmrestd's node JSON (v0.0.40 - v0.0.42).
+
+    Its strings are interned: a poll of every node holds one SlurmNode each,
+    and most nodes repeat the same GRES, states and reason (the name is the
+    one the cached GenericNode's alias holds already).
+    """
     state = entry.get("state") or []
     if isinstance(state, str):
         state = [state]
     return SlurmNode(
-        name=str(entry.get("name") or ""),
-        gres=str(entry.get("gres") or ""),
-        gres_used=str(entry.get("gres_used") or ""),
+        name=sys.intern(str(entry.get("name") or "")),
+        gres=sys.intern(str(entry.get("gres") or "")),
+        gres_used=sys.intern(str(entry.get("gres_used") or "")),
         alloc_cpus=int(_number(entry.get("alloc_cpus"))),
         alloc_memory_mb=int(_number(entry.get("alloc_memory"))),
-        states=tuple(str(s).upper() for s in state),
-        reason=str(entry.get("reason") or ""),
+        states=tuple(sys.intern(str(s).upper()) for s in state),
+        reason=sys.intern(str(entry.get("reason") or "")),
         cpus=int(_number(entry.get("cpus"))),
         memory_mb=int(_number(entry.get("real_memory"))),
         slurmd_start_time=float(_number(entry.get("slurmd_start_time"))),
@@ -117,6 +124,26 @@ def _number(value: Any) -> float:
     return plain
 
 
+def vendored_client() -> ModuleType:
+    """The vendored slurmrestd client module, httpx imported without its command-line client.
+
+    httpx's ``__init__`` imports ``httpx._main`` (click, rich and pygments: 4 MB
+    of RSS beyond the modules the daemon loads anyway, held for good) whenever they are installed,
+    and Debian's python3-httpx depends on them; when that import fails, httpx
+    defines a stub ``main`` instead. The daemon never runs httpx's command line,
+    so the import is made to fail (a ``None`` in ``sys.modules``) while httpx loads.
+    """
+    if "httpx" not in sys.modules and "httpx._main" not in sys.modules:
+        sys.modules["httpx._main"] = None  # type: ignore[assignment]
+        try:
+            import httpx  # noqa: F401 - loaded here, before the client imports it
+        finally:
+            del sys.modules["httpx._main"]
+    from ._vendor import slurmrestd
+
+    return slurmrestd
+
+
 # slurm_errno.h: slurmrestd could not talk to slurmctld (SLURM_COMMUNICATIONS_* 1001-1004,
 # SLURMCTLD_COMMUNICATIONS_* 1800-1804). 1007 (authentication) is not one of them.
 _COMMUNICATION_ERRORS = frozenset((1001, 1002, 1003, 1004, 1800, 1801, 1802, 1803, 1804))
@@ -134,8 +161,7 @@ class RestSlurm:
                  unix_socket: str | None = None, timeout: float = 10.0, client: SlurmrestdClient | None = None,
                  transport: httpx.BaseTransport | None = None, placeholder_job: Mapping[str, Any] | None = None,
                  job_table: PlaceholderJobTable | None = None, clock: Callable[[], float] = time.monotonic):
-        from ._vendor import slurmrestd as rest
-
+        rest = vendored_client()
         self._rest = rest
         self.tokens = tokens
         self.placeholder_job = dict(placeholder_job or {})  # extra job_desc fields: partition, account, qos, time_limit
@@ -161,10 +187,11 @@ class RestSlurm:
 
     def node_states(self, names: Iterable[str] | None = None) -> dict[str, SlurmNode]:
         if names is None:
-            entries = self._call(self.client.nodes)
+            # Each node made a SlurmNode as it is decoded: the whole answer is never held as dicts.
+            nodes: list[SlurmNode] = self._call(self.client.nodes, node_from_rest)
         else:
-            entries = [e for e in (self._call(self.client.node, n) for n in names) if e]
-        return {node.name: node for node in map(node_from_rest, entries)}
+            nodes = [node_from_rest(e) for e in (self._call(self.client.node, n) for n in names) if e]
+        return {node.name: node for node in nodes}
 
     def set_node_gres(self, name: str, gres: str) -> None:
         self._call(self.client.set_node_gres, name, gres)
