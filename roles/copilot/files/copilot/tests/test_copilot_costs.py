@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
+import pathlib
 import subprocess
 import sys
 
 import httpx
 import pytest
-from conftest import PACKAGE
 from copilot_builders import generic_node, observed, slurm_node
 from fake_slurm import FakeNode, FakeSlurm
 from fake_slurmrestd import FakeSlurmrestd, rest_slurm_of
@@ -18,6 +18,8 @@ from hybridhpc_copilot import core, loop
 from hybridhpc_copilot.kube import CREDENTIALS_REUSE_SECONDS, NODES, KubeClient, PermanentError
 from hybridhpc_copilot.slurm import RestSlurm, node_from_rest
 
+# The copilot's source tree (not conftest's PACKAGE: make unit runs several test trees, each with a conftest).
+PACKAGE = pathlib.Path(__file__).resolve().parents[1]
 # Modules httpx's command-line client pulls in (httpx._main): the daemon never runs it.
 CLI_MODULES = ("httpx._main", "click", "rich", "pygments")
 
