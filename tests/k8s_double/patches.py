@@ -8,9 +8,9 @@ def json_copy(value):
 
     Every write copies the object it changes (stored objects are never changed in place, so readers share
     them): with copy.deepcopy that was the double's largest cost per request."""
-    if type(value) is dict:
+    if isinstance(value, dict):
         return {key: json_copy(item) for key, item in value.items()}
-    if type(value) is list:
+    if isinstance(value, list):
         return [json_copy(item) for item in value]
     return value
 
