@@ -2,7 +2,9 @@
 
 The repository root is the collection root; a symlink under .collections/
 gives it the path Ansible's loader and `from ansible_collections...`
-imports expect, without copying the tree.
+imports expect, without copying the tree. tests/ itself goes on the path
+too, for the shared fakes (``from fakes.slurmrestd import FakeSlurmrestd``)
+and the other helpers there.
 """
 
 import pathlib
@@ -17,6 +19,8 @@ if not LINK.exists():
     LINK.symlink_to(ROOT, target_is_directory=True)
 if str(COLLECTIONS) not in sys.path:
     sys.path.insert(0, str(COLLECTIONS))
+if str(ROOT / "tests") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tests"))
 
 # Ansible's own collection loader, as ansible-test installs it for unit tests:
 # templates rendered in tests can then use the collection's plugins by FQCN.

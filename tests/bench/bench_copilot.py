@@ -7,8 +7,8 @@ two stand-ins on loopback, prints a table and writes a JSON report.
 
 * Kubernetes is the API server double (``tests/k8s_double``, a process) holding
   N GenericNodes, N Nodes and N pods (one per node, Pending).
-* slurmrestd is ``fake_slurmrestd.py`` (a process: slurmrestd's HTTP API over
-  an in-memory Slurm with N nodes, checking the copilot's JWTs). No real
+* slurmrestd is ``tests/fakes/slurmrestd.py`` (a process: slurmrestd's HTTP
+  API over an in-memory Slurm with N nodes, checking the copilot's JWTs). No real
   slurmctld or slurmrestd takes part.
 
 The scheduler's side is this script: it appends an admission to a random
@@ -138,12 +138,12 @@ def start_kubernetes(workdir: pathlib.Path, count: int, writers: int) -> KubeDou
 
 
 def start_fake_slurmrestd(workdir: pathlib.Path, count: int, jwt_key: pathlib.Path) -> tuple[subprocess.Popen, str]:
-    """fake_slurmrestd.py itself, not the harness's slurmrestd: that one saves Slurm's whole state to a file
+    """tests/fakes/slurmrestd.py itself, not the harness's slurmrestd: that one saves Slurm's whole state to a file
     after every change, tens of milliseconds at 10,000 nodes that would be measured as the copilot's."""
     nodes = [arg for name in node_names(count) for arg in ("--node", "%s:%d:%d" % (name, NODE_CPUS, NODE_MEMORY_MB))]
-    env = dict(os.environ, PYTHONPATH=str(COPILOT / "src"))
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}  # the fake imports nothing of the copilot
     process = subprocess.Popen(
-        [sys.executable, str(COPILOT / "tests" / "fake_slurmrestd.py"), "--port", "0", "--jwt-key", str(jwt_key), *nodes],
+        [sys.executable, str(ROOT / "tests" / "fakes" / "slurmrestd.py"), "--port", "0", "--jwt-key", str(jwt_key), *nodes],
         stdout=subprocess.PIPE,
         stderr=open(workdir / "fake_slurmrestd.log", "wb"),
         text=True,
@@ -588,7 +588,7 @@ def verdicts(results: list[dict]) -> list[str]:
 SETUP = (
     "Real: the hybridhpc-copilot daemon (its own process: python -m hybridhpc_copilot), its kubernetes client, "
     "its slurmrestd client and JWT signing, all over HTTP on loopback. Stand-ins: Kubernetes is the API server "
-    "double (tests/k8s_double, a Python process), slurmrestd is fake_slurmrestd.py (slurmrestd's HTTP API over an "
+    "double (tests/k8s_double, a Python process), slurmrestd is tests/fakes/slurmrestd.py (slurmrestd's HTTP API over an "
     "in-memory Slurm; no slurmctld; its node JSON has 10 fields where slurmrestd's has about 60, so reading "
     "every node costs the daemon less than against a real slurmrestd). The scheduler is this script (one JSON patch per admission); latency runs "
     "from the patch's answer to a GenericNode watch event showing Granted. All processes share this machine's "

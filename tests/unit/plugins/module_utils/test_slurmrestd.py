@@ -2,19 +2,21 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Unit tests for module_utils/slurmrestd.py.
 
-The client talks to FakeSlurmrestd through ``httpx.MockTransport`` (no
-network). The fake answers the way slurmrestd 24.11 in front of slurmctld
-does on the lab (Slurm 24.11.5): /slurm/v0.0.40-42 only (404 otherwise), 401
-without a token, ``/ping`` 200 with ``pinged: DOWN`` for a token slurmctld
-rejects and 511 for every other path, Slurm errors as HTTP 500 with an
-``errors`` list, node updates only for administrators.
+The client talks to the collection's one fake slurmrestd
+(``tests/fakes/slurmrestd.py``, over Slurm's state in
+``tests/fakes/slurm_state.py``) through its httpx transport (no network). It
+answers the way slurmrestd 24.11 in front of slurmctld does on the lab (Slurm
+24.11.5): /slurm/v0.0.40-42 only (404 otherwise), 401 without a token,
+``/ping`` 200 with ``pinged: DOWN`` for a token slurmctld rejects and 511 for
+every other path, Slurm errors as HTTP 500 with an ``errors`` list, node
+updates only for administrators.
 """
 
 from __future__ import absolute_import, division, print_function  # noqa: UP010
 
 __metaclass__ = type  # noqa: UP001
 
-import json
+import dataclasses
 import os
 import pathlib
 import subprocess
@@ -23,6 +25,8 @@ import sys
 import httpx
 import pytest
 import yaml
+from fakes.slurm_state import FakeNode, FakeSlurm
+from fakes.slurmrestd import FakeSlurmrestd
 
 from ansible_collections.hybridhpc.slurm.plugins.doc_fragments.slurmrestd import ModuleDocFragment
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import jwt
@@ -31,7 +35,6 @@ from ansible_collections.hybridhpc.slurm.plugins.module_utils import slurmrestd 
 KEY = b"k" * 32
 NOW = 1_700_000_000
 URL = "http://ctl1:6820"
-ADMINS = ("root", "slurm")
 
 
 def token(user="root", lifespan=300, now=NOW, key=KEY):
@@ -42,193 +45,11 @@ def slurm_error(description, error, number, source):
     return {"description": description, "error": error, "error_number": number, "source": source}
 
 
-class FakeSlurmrestd:
-    """A slurmrestd + slurmctld pair, as far as the client can tell."""
-
-    def __init__(self, versions=("v0.0.40", "v0.0.41", "v0.0.42"), users=("root", "slurm", "alice")):
-        self.versions = set(versions)
-        self.users = set(users)
-        self.now = NOW + 10
-        self.controller_up = True
-        self.nodes = {
-            "c1": {"name": "c1", "state": ["IDLE"], "reason": "", "gres": "gpu:2", "features": ["x86_64"], "weight": 1},
-            "c2": {"name": "c2", "state": ["IDLE"], "reason": "", "gres": "", "features": [], "weight": 1},
-        }
-        self.jobs = {}
-        self.next_job_id = 100
-        self.requests = []
-        self.inject = []  # queued answers (status, body) or exceptions, used before normal handling
-        self.rejects_federated_ids = False  # 26.05 in a federation: /job/{id} refuses ids above 0x03FFFFFF
-        self.submit_answers_result_only = False
-
-    # -- plumbing -----------------------------------------------------------
-
-    def transport(self):
-        return httpx.MockTransport(self)
-
-    def calls(self, method=None, path=None):
-        return [r for r in self.requests if (method is None or r["method"] == method) and (path is None or r["path"] == path)]
-
-    @staticmethod
-    def answer(status, body=None, text=None):
-        if text is not None:
-            return httpx.Response(status, text=text)
-        body = dict(body or {})
-        body.setdefault("meta", {"slurm": {"version": {"major": "24", "minor": "11", "micro": "5"}}})
-        body.setdefault("errors", [])
-        body.setdefault("warnings", [])
-        return httpx.Response(status, json=body)
-
-    def _user(self, request):
-        """(authenticated user or None, reason) as slurmctld would decide."""
-        tok = request.headers.get(sr.TOKEN_HEADER)
-        try:
-            claims = jwt.decode_hs256_token(tok, KEY, now=self.now)
-        except jwt.JWTError:
-            return None
-        sun = jwt.token_username(claims)
-        if sun not in self.users:
-            return None
-        user = request.headers.get(sr.USER_HEADER) or sun
-        if user != sun and sun not in ADMINS:
-            return None
-        return user
-
-    def __call__(self, request):
-        body = json.loads(request.content) if request.content else None
-        self.requests.append({
-            "method": request.method,
-            "path": request.url.raw_path.decode("ascii").split("?")[0],
-            "headers": dict(request.headers),
-            "body": body,
-        })
-        if self.inject:
-            item = self.inject.pop(0)
-            if isinstance(item, type) and issubclass(item, Exception):
-                raise item("injected failure", request=request)
-            status, payload = item
-            if isinstance(payload, str):
-                return self.answer(status, text=payload)
-            return self.answer(status, payload)
-
-        # Like slurmrestd: no token is 401 before the path is looked at.
-        if sr.TOKEN_HEADER not in request.headers:
-            return self.answer(401, text="Authentication failure")
-        if request.url.path == "/openapi/v3":
-            return httpx.Response(200, json={"openapi": "3.0.2", "paths": {
-                "/slurm/%s/%s" % (v, e): {} for v in self.versions for e in ("ping", "nodes")}})
-        parts = request.url.path.strip("/").split("/")
-        if len(parts) < 3 or parts[0] != "slurm" or parts[1] not in self.versions:
-            return self.answer(404, text="Unable to find requested URL")
-        user = self._user(request)
-        endpoint, method = parts[2:], request.method
-
-        if endpoint == ["ping"]:
-            up = user is not None and self.controller_up
-            return self.answer(200, {"pings": [{
-                "hostname": "ctl1", "pinged": "UP" if up else "DOWN", "responding": up,
-                "latency": 1234 if up else 0, "mode": "primary", "primary": True,
-            }]})
-        if user is None:
-            return self.answer(511, {"errors": [slurm_error(
-                "Unable to query", "Protocol authentication error", 1007, "slurm_rest_auth")]})
-        if not self.controller_up:
-            return self.answer(500, {"errors": [slurm_error(
-                "Failure to query", "Unable to contact slurm controller (connect failure)", 1001, "_dump")]})
-
-        if endpoint == ["diag"] and method == "GET":
-            return self.answer(200, {"statistics": {"server_thread_count": 1}})
-        if endpoint == ["nodes"] and method == "GET":
-            return self.answer(200, {"nodes": [dict(n) for n in self.nodes.values()]})
-        if len(endpoint) == 2 and endpoint[0] == "node":
-            return self._node(method, endpoint[1], user, body)
-        if endpoint == ["job", "submit"] and method == "POST":
-            return self._submit(user, body)
-        if endpoint == ["jobs"] and method == "GET":
-            return self.answer(200, {"jobs": [dict(j) for j in self.jobs.values()]})
-        if endpoint == ["jobs"] and method == "DELETE":
-            for job_id in (body or {}).get("jobs") or []:
-                if str(job_id) in self.jobs:
-                    self.jobs[str(job_id)]["job_state"] = ["CANCELLED"]
-            return self.answer(200, {"status": []})
-        if len(endpoint) == 2 and endpoint[0] == "job" and self.rejects_federated_ids and int(endpoint[1]) > 0x03FFFFFF:
-            # Slurm 26.05.5's op_handler_job on a federation member.
-            return self.answer(404, {"errors": [slurm_error(
-                "Invalid JobID=%s rejected" % endpoint[1], "Invalid job id specified", 2017, "op_handler_job")]})
-        if len(endpoint) == 2 and endpoint[0] == "job" and method == "DELETE":
-            job = self.jobs.get(endpoint[1])
-            if job is None:
-                return self.answer(404, {"errors": [slurm_error(
-                    "Unable to find job %s" % endpoint[1], "Invalid job id specified", 2017, "_signal_job")]})
-            job["job_state"] = ["CANCELLED"]
-            return self.answer(200, {})
-        if len(endpoint) == 2 and endpoint[0] == "job" and method == "GET":
-            job = self.jobs.get(endpoint[1])
-            if job is None:
-                return self.answer(500, {"errors": [slurm_error(
-                    "Unable to query JobId=%s" % endpoint[1], "Invalid job id specified", 2017, "_handle_job_get")]})
-            return self.answer(200, {"jobs": [dict(job)]})
-        return self.answer(404, text="Unable to find requested URL")
-
-    def _node(self, method, name, user, body):
-        node = self.nodes.get(name)
-        if method == "GET":
-            if node is None:
-                return self.answer(500, {"errors": [slurm_error(
-                    "Failure to query node %s" % name, "Invalid node name specified", 2018, "_dump_nodes")]})
-            return self.answer(200, {"nodes": [dict(node)]})
-        if method != "POST":
-            return self.answer(404, text="Unable to find requested URL")
-        if user not in ADMINS:
-            return self.answer(500, {"errors": [slurm_error(
-                "Failure to update node %s" % name, "Access/permission denied", 2002, "_update_node")]})
-        if node is None:
-            return self.answer(500, {"errors": [slurm_error(
-                "Failure to update node %s" % name, "Invalid node name specified", 2018, "_update_node")]})
-        for key in ("state", "features", "features_act", "address", "hostname", "name"):
-            if key in body and not isinstance(body[key], list):
-                return self.answer(400, {"errors": [slurm_error(
-                    "Expected list for %s" % key, "Unable to parse", 9001, "data_parser")]})
-        for key in ("weight", "resume_after"):
-            if key in body and not isinstance(body[key], dict):
-                return self.answer(400, {"errors": [slurm_error(
-                    "Expected no_val struct for %s" % key, "Unable to parse", 9001, "data_parser")]})
-        for state in body.get("state", []):
-            if state == "DRAIN":
-                if not body.get("reason"):
-                    return self.answer(500, {"errors": [slurm_error(
-                        "Failure to update node %s" % name, "You must specify a reason", 2064, "_update_node")]})
-                node["state"] = [s for s in node["state"] if s != "DRAIN"] + ["DRAIN"]
-            elif state == "RESUME":
-                if not {"DRAIN", "DOWN"} & set(node["state"]):
-                    return self.answer(500, {"errors": [slurm_error(
-                        "Failure to update node %s" % name, "Invalid node state specified", 2030, "_update_node")]})
-                node["state"] = [s for s in node["state"] if s not in ("DRAIN", "DOWN")] or ["IDLE"]
-        for key in ("reason", "gres", "features", "comment", "extra"):
-            if key in body:
-                node[key] = body[key]
-        if "weight" in body:
-            node["weight"] = body["weight"]["number"]
-        return self.answer(200, {})
-
-    def _submit(self, user, body):
-        job = body.get("job") or {}
-        script = body.get("script") or job.get("script")
-        if not script:
-            return self.answer(500, {"errors": [slurm_error(
-                "Batch job submission failed", "Job script not specified", 2009, "_submit")]})
-        if not job.get("environment"):
-            return self.answer(500, {"errors": [slurm_error(
-                "Batch job submission failed", "Environment variables not specified", 2024, "_submit")]})
-        job_id = self.next_job_id
-        self.next_job_id += 1
-        self.jobs[str(job_id)] = {
-            "job_id": job_id, "name": job.get("name", ""), "user_name": user, "job_state": ["PENDING"],
-            "partition": job.get("partition", "debug"),
-        }
-        if self.submit_answers_result_only:  # v0.0.40/41 shape
-            return self.answer(200, {"result": {"job_id": job_id, "step_id": "batch"}})
-        return self.answer(200, {"job_id": job_id, "step_id": "batch", "job_submit_user_msg": ""})
+def fake_slurmrestd(versions=("v0.0.40", "v0.0.41", "v0.0.42"), users=("root", "slurm", "alice")):
+    """The collection's fake slurmrestd (tests/fakes) as slurmrestd 24.11 on the lab, over two stock nodes (no k8s GRES)."""
+    slurm = FakeSlurm([FakeNode("c1", 64, 256000, other_gres="gpu:2", gres_shared=False, features=["x86_64"], weight=1),
+                       FakeNode("c2", 64, 256000, gres_shared=False, features=[], weight=1)], first_job_id=100)
+    return FakeSlurmrestd(slurm, listen=False, jwt_key=KEY, versions=versions, users=users, clock=lambda: NOW + 10)
 
 
 class Sleeps(list):
@@ -238,7 +59,7 @@ class Sleeps(list):
 
 @pytest.fixture
 def fake():
-    return FakeSlurmrestd()
+    return fake_slurmrestd()
 
 
 @pytest.fixture
@@ -262,7 +83,7 @@ def test_probes_newest_version_first_and_caches_it(fake):
     client.nodes()
     client.nodes()
     # Slurm 24.11: the three newer versions the client speaks answer 404.
-    assert [r["path"] for r in fake.requests] == [
+    assert [r.path for r in fake.requests] == [
         "/slurm/v0.0.45/ping", "/slurm/v0.0.44/ping", "/slurm/v0.0.43/ping", "/slurm/v0.0.42/ping",
         "/slurm/v0.0.42/nodes", "/slurm/v0.0.42/nodes"]
 
@@ -278,38 +99,38 @@ def test_probes_newest_version_first_and_caches_it(fake):
     ],
 )
 def test_chooses_the_newest_version_the_server_serves(served, chosen):
-    fake = FakeSlurmrestd(versions=served)
+    fake = fake_slurmrestd(versions=served)
     client = make(fake)
     assert client.version == chosen
     assert client.nodes()[0]["name"] == "c1"
-    assert fake.requests[-1]["path"] == "/slurm/%s/nodes" % chosen
+    assert fake.requests[-1].path == "/slurm/%s/nodes" % chosen
 
 
 def test_falls_back_to_an_older_version_on_404():
-    fake = FakeSlurmrestd(versions=("v0.0.40",))
+    fake = fake_slurmrestd(versions=("v0.0.40",))
     client = make(fake)
     assert client.version == "v0.0.40"
-    assert [r["path"] for r in fake.requests] == [
+    assert [r.path for r in fake.requests] == [
         "/slurm/v0.0.45/ping", "/slurm/v0.0.44/ping", "/slurm/v0.0.43/ping",
         "/slurm/v0.0.42/ping", "/slurm/v0.0.41/ping", "/slurm/v0.0.40/ping"]
     assert client.nodes()[0]["name"] == "c1"
-    assert fake.requests[-1]["path"] == "/slurm/v0.0.40/nodes"
+    assert fake.requests[-1].path == "/slurm/v0.0.40/nodes"
 
 
 def test_no_supported_version_names_what_the_server_serves():
     # Slurm 22.05 (bookworm): v0.0.36-v0.0.38 only.
-    fake = FakeSlurmrestd(versions=("v0.0.36", "v0.0.37", "v0.0.38"))
+    fake = fake_slurmrestd(versions=("v0.0.36", "v0.0.37", "v0.0.38"))
     client = make(fake)
     with pytest.raises(sr.UnsupportedVersion) as err:
         client.ping()
     assert "v0.0.45, v0.0.44, v0.0.43, v0.0.42, v0.0.41, v0.0.40" in str(err.value)
     assert "it serves v0.0.36, v0.0.37, v0.0.38 (GET /openapi/v3): this client speaks v0.0.40 to v0.0.45" in str(err.value)
     assert err.value.status == 404
-    assert fake.requests[-1]["path"] == "/openapi/v3"
+    assert fake.requests[-1].path == "/openapi/v3"
 
 
 def test_no_supported_version_and_no_openapi_answer():
-    fake = FakeSlurmrestd(versions=("v0.0.39",))
+    fake = fake_slurmrestd(versions=("v0.0.39",))
     client = make(fake)
     fake.inject = [(404, "no such path")] * 6 + [(500, "no spec")]
     with pytest.raises(sr.UnsupportedVersion) as err:
@@ -362,14 +183,14 @@ def test_versions_can_be_chosen(fake):
 def test_headers_carry_user_and_token(fake):
     tok = token("root")
     make(fake, token=tok, user="root").nodes()
-    headers = fake.requests[-1]["headers"]
+    headers = fake.requests[-1].headers
     assert headers["x-slurm-user-name"] == "root"
     assert headers["x-slurm-user-token"] == tok
 
 
 def test_user_defaults_to_the_token_sun_claim(fake):
     make(fake, token=token("slurm"), user=None).nodes()
-    assert fake.requests[-1]["headers"]["x-slurm-user-name"] == "slurm"
+    assert fake.requests[-1].headers["x-slurm-user-name"] == "slurm"
 
 
 def test_no_token_is_401_authentication_required(fake):
@@ -378,7 +199,7 @@ def test_no_token_is_401_authentication_required(fake):
         client.nodes()
     assert err.value.status == 401
     assert "no token sent" in str(err.value)
-    assert "x-slurm-user-token" not in fake.requests[-1]["headers"]
+    assert "x-slurm-user-token" not in fake.requests[-1].headers
     assert len(fake.requests) == 1, "a 401 is not retried"
 
 
@@ -408,7 +229,7 @@ def test_check_auth_tells_bad_token_from_controller_down(fake):
     with pytest.raises(sr.TokenRejected):
         make(fake, token=token(key=b"wrong" * 8)).check_auth()
 
-    fake.controller_up = False
+    fake.slurm.controller_up = False
     with pytest.raises(sr.SlurmError) as err:
         make(fake).check_auth()
     assert not isinstance(err.value, sr.TokenRejected)
@@ -420,7 +241,7 @@ def test_token_provider_refreshes_once_after_511(fake):
     fresh = []
 
     def provider():
-        fresh.append(token(now=fake.now))
+        fresh.append(token(now=fake.now()))
         return fresh[-1]
 
     client = make(fake, token=token(now=NOW - 1000, lifespan=60), token_provider=provider)
@@ -428,8 +249,8 @@ def test_token_provider_refreshes_once_after_511(fake):
     assert [n["name"] for n in nodes] == ["c1", "c2"]
     assert len(fresh) == 1
     assert client.token == fresh[0]
-    assert fake.requests[-1]["headers"]["x-slurm-user-token"] == fresh[0]
-    statuses = [r["path"] for r in fake.calls(path="/slurm/v0.0.42/nodes")]
+    assert fake.requests[-1].headers["x-slurm-user-token"] == fresh[0]
+    statuses = [r.path for r in fake.calls(path="/slurm/v0.0.42/nodes")]
     assert len(statuses) == 2, "the refused request, then the retried one"
 
 
@@ -451,12 +272,12 @@ def test_token_provider_supplies_the_first_token_and_refreshes_after_401(fake):
 
     def provider():
         calls.append(1)
-        return token(now=fake.now)
+        return token(now=fake.now())
 
     client = make(fake, token=None, token_provider=provider)
     assert client.nodes()
     assert len(calls) == 1
-    assert fake.requests[0]["headers"]["x-slurm-user-token"] == client.token
+    assert fake.requests[0].headers["x-slurm-user-token"] == client.token
 
     # a provider that has nothing to give
     with pytest.raises(sr.AuthenticationRequired):
@@ -544,7 +365,7 @@ def test_job_submission_is_not_repeated_when_it_may_have_reached_slurm(fake, sle
     fake.inject = [httpx.ReadTimeout]
     with pytest.raises(sr.SlurmrestdUnavailable):
         client.submit_job("#!/bin/sh\ntrue\n")
-    assert fake.jobs == {}
+    assert fake.slurm.jobs == {}
     assert sleeps == []
     # ... but repeated when it cannot have: connection refused, or 503
     fake.inject = [httpx.ConnectError, (503, {})]
@@ -623,7 +444,7 @@ def test_nodes_and_node(fake):
     assert [n["name"] for n in client.nodes()] == ["c1", "c2"]
     assert client.node("c1")["gres"] == "gpu:2"
     assert client.node("nope") is None
-    assert fake.requests[-1]["path"] == "/slurm/v0.0.42/node/nope"
+    assert fake.requests[-1].path == "/slurm/v0.0.42/node/nope"
 
 
 def test_unknown_node_without_error_number_is_none(fake):
@@ -631,17 +452,17 @@ def test_unknown_node_without_error_number_is_none(fake):
     client.version  # noqa: B018
     fake.inject = [(500, {"errors": [slurm_error("Failure to query node c9", "Unspecified error", 0, "_dump_nodes")]})]
     assert client.node("c9") is None
-    assert [r["path"] for r in fake.requests[-2:]] == ["/slurm/v0.0.42/node/c9", "/slurm/v0.0.42/nodes"]
+    assert [r.path for r in fake.requests[-2:]] == ["/slurm/v0.0.42/node/c9", "/slurm/v0.0.42/nodes"]
     # Slurm 26.05 (v0.0.45) answers an unknown node with HTTP 200 and "No error"
     fake.inject = [(200, {"nodes": [], "errors": [slurm_error("Failure to query node c9", "No error", 0, "_dump_nodes")]})]
     assert client.node("c9") is None
-    assert [r["path"] for r in fake.requests[-2:]] == ["/slurm/v0.0.42/node/c9", "/slurm/v0.0.42/nodes"]
+    assert [r.path for r in fake.requests[-2:]] == ["/slurm/v0.0.42/node/c9", "/slurm/v0.0.42/nodes"]
     # ... but a failure for a node that exists is an error
     fake.inject = [(500, {"errors": [slurm_error("Failure to query node c1", "Unspecified error", 0, "_dump_nodes")]})]
     with pytest.raises(sr.SlurmError, match="Failure to query node c1"):
         client.node("c1")
     # ... and so is slurmctld being away
-    fake.controller_up = False
+    fake.slurm.controller_up = False
     with pytest.raises(sr.SlurmError, match="Unable to contact slurm controller"):
         client.node("c1")
 
@@ -651,22 +472,22 @@ def test_update_node_sends_the_full_body(fake):
     client.update_node("c2", state="drain", reason="disk", weight=5, features="gpu, nvme",
                        resume_after=None, comment="swap disk")
     call = fake.calls("POST")[-1]
-    assert call["path"] == "/slurm/v0.0.42/node/c2"
-    assert call["body"] == {
+    assert call.path == "/slurm/v0.0.42/node/c2"
+    assert call.body == {
         "state": ["DRAIN"],
         "reason": "disk",
         "weight": {"set": True, "infinite": False, "number": 5},
         "features": ["gpu", "nvme"],
         "comment": "swap disk",
     }
-    assert call["headers"]["content-type"] == "application/json"
-    assert fake.nodes["c2"]["state"] == ["IDLE", "DRAIN"]
-    assert fake.nodes["c2"]["weight"] == 5
+    assert call.headers["content-type"] == "application/json"
+    assert fake.slurm.nodes["c2"].states == ["IDLE", "DRAIN"]
+    assert fake.slurm.nodes["c2"].weight == 5 and fake.slurm.nodes["c2"].comment == "swap disk"
 
 
 def test_update_node_name_field_is_a_list(fake):
     make(fake).update_node("c1", name="c1", address="10.0.0.5", hostname=["c1"], comment="x")  # pylint: disable=kwarg-superseded-by-positional-arg
-    assert fake.calls("POST")[-1]["body"] == {"name": ["c1"], "address": ["10.0.0.5"], "hostname": ["c1"], "comment": "x"}
+    assert fake.calls("POST")[-1].body == {"name": ["c1"], "address": ["10.0.0.5"], "hostname": ["c1"], "comment": "x"}
 
 
 def test_update_node_rejects_unknown_fields_before_sending(fake):
@@ -681,10 +502,10 @@ def test_update_node_rejects_unknown_fields_before_sending(fake):
 def test_drain_and_resume(fake):
     client = make(fake)
     client.drain_node("c1", "maintenance")
-    assert fake.calls("POST")[-1]["body"] == {"state": ["DRAIN"], "reason": "maintenance"}
+    assert fake.calls("POST")[-1].body == {"state": ["DRAIN"], "reason": "maintenance"}
     assert sr.node_states(client.node("c1")) == ["IDLE", "DRAIN"]
     client.resume_node("c1")
-    assert fake.calls("POST")[-1]["body"] == {"state": ["RESUME"]}
+    assert fake.calls("POST")[-1].body == {"state": ["RESUME"]}
     assert sr.node_states(client.node("c1")) == ["IDLE"]
     # Slurm refuses RESUME for a node that is neither drained nor down
     with pytest.raises(sr.SlurmError, match="Invalid node state specified"):
@@ -696,10 +517,10 @@ def test_drain_and_resume(fake):
 def test_set_node_gres_replaces_the_whole_string(fake):
     client = make(fake)
     client.set_node_gres("c1", "shard:8")
-    assert fake.calls("POST")[-1]["body"] == {"gres": "shard:8"}
-    assert fake.nodes["c1"]["gres"] == "shard:8"
+    assert fake.calls("POST")[-1].body == {"gres": "shard:8"}
+    assert fake.slurm.nodes["c1"].gres == "shard:8"
     client.set_node_gres("c1", ["gpu:2", "shard:8"])
-    assert fake.calls("POST")[-1]["body"] == {"gres": "gpu:2,shard:8"}
+    assert fake.calls("POST")[-1].body == {"gres": "gpu:2,shard:8"}
 
 
 def test_node_updates_need_an_admin(fake):
@@ -717,7 +538,7 @@ def test_updating_an_unknown_node_is_not_found(fake):
 
 def test_node_names_are_quoted(fake):
     make(fake).node("a/b c")
-    assert fake.requests[-1]["path"] == "/slurm/v0.0.42/node/a%2Fb%20c"
+    assert fake.requests[-1].path == "/slurm/v0.0.42/node/a%2Fb%20c"
 
 
 # --------------------------------------------------------------------------
@@ -738,8 +559,8 @@ def test_submit_job_and_read_it_back(fake):
     )
     assert job_id == 100
     call = fake.calls("POST")[-1]
-    assert call["path"] == "/slurm/v0.0.42/job/submit"
-    assert call["body"] == {
+    assert call.path == "/slurm/v0.0.42/job/submit"
+    assert call.body == {
         "script": "#!/bin/bash\nhostname\n",
         "job": {
             "name": "hello",
@@ -759,7 +580,7 @@ def test_submit_job_and_read_it_back(fake):
 
 def test_submit_job_gives_a_default_environment(fake):
     make(fake).submit_job("#!/bin/sh\ntrue\n")
-    env = fake.calls("POST")[-1]["body"]["job"]["environment"]
+    env = fake.calls("POST")[-1].body["job"]["environment"]
     assert env == list(sr.DEFAULT_JOB_ENVIRONMENT)
 
 
@@ -791,7 +612,7 @@ def test_cancel_job_and_a_job_slurm_forgot(fake):
     client = make(fake)
     job_id = client.submit_job("#!/bin/sh\nsleep 60\n")
     assert client.cancel_job(job_id) is True
-    assert fake.calls("DELETE")[-1]["path"] == "/slurm/v0.0.42/job/%d" % job_id
+    assert fake.calls("DELETE")[-1].path == "/slurm/v0.0.42/job/%d" % job_id
     assert sr.job_states(client.job(job_id)) == ["CANCELLED"]
     assert client.cancel_job(4242) is False
 
@@ -800,14 +621,14 @@ def test_a_federated_job_that_job_id_rejects_is_read_and_cancelled_through_jobs(
     client = make(fake)
     job_id = client.submit_job("#!/bin/sh\nsleep 60\n")
     federated = 134217728 + job_id  # cluster id 2 in the upper bits
-    fake.jobs[str(federated)] = dict(fake.jobs.pop(str(job_id)), job_id=federated)
+    fake.slurm.jobs[federated] = dataclasses.replace(fake.slurm.jobs.pop(job_id), job_id=federated)
     fake.rejects_federated_ids = True
     assert sr.job_states(client.job(federated)) == ["PENDING"]
     assert client.cancel_job(federated) is True
-    assert fake.calls("DELETE")[-1]["path"] == "/slurm/v0.0.42/jobs/"
+    assert fake.calls("DELETE")[-1].path == "/slurm/v0.0.42/jobs/"
     assert sr.job_states(client.job(federated)) == ["CANCELLED"]
     # Gone from the listing too: unknown, and nothing more is sent.
-    del fake.jobs[str(federated)]
+    del fake.slurm.jobs[federated]
     deletes = len(fake.calls("DELETE"))
     assert client.job(federated) is None
     assert client.cancel_job(federated) is False
@@ -893,7 +714,7 @@ def test_client_from_params(fake):
     client = sr.client_from_params(params, transport=fake.transport())
     assert client.url == "http://ctl1:6820"
     client.nodes()
-    assert fake.requests[-1]["headers"]["x-slurm-user-name"] == "slurm"
+    assert fake.requests[-1].headers["x-slurm-user-name"] == "slurm"
 
 
 def test_client_fails_clearly_without_httpx(monkeypatch):

@@ -1,8 +1,12 @@
-"""Builders for GenericNodes, pods and Slurm nodes, shared by the copilot's tests."""
+"""Builders for GenericNodes, pods and Slurm nodes, and the copilot's Slurm client to the fake slurmrestd, shared by the copilot's tests."""
 
 from __future__ import annotations
 
+from fakes.slurm_state import FakeSlurm
+from fakes.slurmrestd import FakeSlurmrestd
+
 from hybridhpc_copilot import core, names
+from hybridhpc_copilot.slurm import RestSlurm
 
 NOW = 1_800_000_000.0
 CLUSTER = "onprem"
@@ -95,3 +99,15 @@ def parse_exposition(text):
             pairs = tuple(sorted(tuple(p.split("=", 1)) for p in labels.rstrip("}").split(",") if p))
             samples[(name, tuple((k, v.strip('"')) for k, v in pairs))] = float(value)
     return samples
+
+
+def rest_slurm(rest: FakeSlurmrestd, **options) -> RestSlurm:
+    """The copilot's own Slurm client (``RestSlurm``) talking to ``rest`` through its httpx transport (no socket)."""
+    slurm = RestSlurm("http://fake-slurmrestd", transport=rest.transport(), user="slurm", **options)
+    slurm.client.token = "unchecked"  # a token is checked only with a jwt_key
+    return slurm
+
+
+def rest_slurm_of(slurm: FakeSlurm, **options) -> RestSlurm:
+    """The copilot's Slurm client to ``slurm`` through the fake slurmrestd (no socket): how in-process tests give the copilot Slurm."""
+    return rest_slurm(FakeSlurmrestd(slurm, listen=False), **options)

@@ -20,12 +20,13 @@ classes called in-process. Three parts, each a context manager, and
   process (``in_process=True``, the default: fault injection, held requests
   and paused watches need it) or as a ``python -m k8s_double`` process.
   Helpers speak HTTP to it, so they work the same in both modes.
-* :class:`FakeSlurmrestdProcess`: ``fake_slurmrestd.py`` (the tests' one
-  slurmrestd) in a process of its own, with what fault tests need: Slurm's
-  state kept in a file across restarts (slurmctld keeps it when slurmrestd
-  restarts), requests held before or after Slurm applies them, requests
-  answered with a Slurm error, a clock skew for the token check, and an audit
-  of every request with its token's expiry, the answer and its size.
+* :class:`FakeSlurmrestdProcess`: ``tests/fakes/slurmrestd.py`` at the
+  collection's root (the tests' one slurmrestd) in a process of its own,
+  with what fault tests need: Slurm's state kept in a file across restarts
+  (slurmctld keeps it when slurmrestd restarts), requests held before or
+  after Slurm applies them, requests answered with a Slurm error, a clock
+  skew for the token check, and an audit of every request with its token's
+  expiry, the answer and its size.
 * :class:`CopilotProcess`: writes the config file (token from a JWT key,
   short poll and watch intervals, no metrics endpoint unless asked) and runs
   the daemon; its JSON log lines go to a file per start, read back with
@@ -532,7 +533,7 @@ class KubeDouble:
 
 
 class FakeSlurmrestdProcess:
-    """``fake_slurmrestd.py`` as a process, killable and restartable on the same port.
+    """``tests/fakes/slurmrestd.py`` (the collection's) as a process, killable and restartable on the same port.
 
     ``nodes``: Slurm node -> (k8scpu, k8smemory) configured counts. With
     ``jwt_key`` tokens are checked (HS256, ``exp``). Slurm's state (GRES
@@ -558,7 +559,7 @@ class FakeSlurmrestdProcess:
         self.starts += 1
         args = [
             sys.executable,
-            str(HERE / "fake_slurmrestd.py"),
+            str(COLLECTION / "tests" / "fakes" / "slurmrestd.py"),
             "--port",
             str(self.port),
             "--state-file",
@@ -572,8 +573,8 @@ class FakeSlurmrestdProcess:
             args += ["--jwt-key", str(self.jwt_key)]
         if self.foreign_jobs:
             args += ["--foreign-jobs", str(self.foreign_jobs)]
-        # Always the package's own FakeSlurm: HYBRIDHPC_COPILOT_SRC changes the daemon under test, not the reference.
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(PACKAGE / "src"), str(HERE)]))
+        # The fake imports nothing of the copilot: HYBRIDHPC_COPILOT_SRC changes the daemon under test, never the reference.
+        env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
         with open(self.workdir / ("slurmrestd-%d.log" % self.starts), "wb") as log:
             self.process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, env=env, text=True)
         url = _first_line(self.process, "fake slurmrestd", START_TIMEOUT).rsplit(" ", 1)[-1]

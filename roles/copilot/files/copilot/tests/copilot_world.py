@@ -1,31 +1,32 @@
 """A small world for the property test: Slurm, the API server, a scheduler, and the copilot.
 
-The copilot runs its real loop code (informers, executor, passes) and its
-real clients: ``KubeClient`` to the Kubernetes API server double (in memory:
+The copilot runs its real loop code (informers, executor, passes) and its real
+clients: ``KubeClient`` to the Kubernetes API server double (in memory:
 ``KubeDouble(listen=False)``) and ``RestSlurm`` to the fake slurmrestd (an
-httpx transport) over ``FakeSlurm``. Everything else that happens in a cluster is
-an operation on the world: a scheduler asking for admissions, binding pods
-once granted and deleting them, Slurm jobs starting and ending against the
-count-only GRES, reconfigures reverting the GRES, copilot restarts (all
-in-memory state dropped), API faults (409s, 5xx, Slurm unavailable, lost
-watch events, expired watches) and operations that land in the middle of a
-copilot pass (``concurrent``: they run just before one of the copilot's calls).
+httpx transport; ``tests/fakes/slurmrestd.py`` at the collection's root) over
+``FakeSlurm``. Everything else that happens in a cluster is an operation on
+the world: a scheduler asking for admissions, binding pods once granted and
+deleting them, Slurm jobs starting and ending against the count-only GRES,
+reconfigures reverting the GRES, copilot restarts (all in-memory state
+dropped), API faults (409s, 5xx, Slurm unavailable, lost watch events, expired
+watches) and operations that land in the middle of a copilot pass
+(``concurrent``: they run just before one of the copilot's calls).
 """
 
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 
+from copilot_builders import rest_slurm_of
 from copilot_process import KubeDouble
-from fake_slurm import FakeNode, FakeSlurm
-from fake_slurmrestd import FakeSlurmrestd
+from fakes.slurm_state import FakeNode, FakeSlurm, SlurmctldDown
 
 from hybridhpc_copilot import core, names, placeholder
 from hybridhpc_copilot.backoff import Backoff
 from hybridhpc_copilot.kube import NODES, PODS, TemporaryError
 from hybridhpc_copilot.loop import Copilot
-from hybridhpc_copilot.slurm import SlurmUnavailable
 from hybridhpc_copilot.units import MIB, cpus_for, mib_for, parse_gres
 
 CLUSTER = "onprem"
@@ -92,7 +93,7 @@ class World:
         """A new copilot process: nothing survives but what Slurm and the API server hold."""
         # Slurm actions that failed wait out their backoff on a clock of their own: settle() moves it past any.
         # The copilot's own Slurm client, through the fake slurmrestd (no socket) to this world's Slurm.
-        slurm = FakeSlurmrestd(self.slurm, listen=False).rest_slurm()
+        slurm = rest_slurm_of(self.slurm)
         self.copilot = Copilot(self.kube, slurm, self.settings(), CLUSTER, clock=lambda: self.now,
                                backoff=Backoff(clock=lambda: self.retry_clock))
 
@@ -129,9 +130,9 @@ class World:
     def _slurm_fault(self, operation, node):
         self._interleave()
         if self.faults == "slurm-down":
-            raise SlurmUnavailable("injected: slurmctld down")
+            raise SlurmctldDown("injected: slurmctld down")
         if self.faults in ("slurm", "all") and self.rng.random() < self.fault_rate:
-            raise SlurmUnavailable("injected: slurmrestd 503")
+            raise SlurmctldDown("injected: slurmrestd 503")
 
     # -- what the rest of the cluster does -----------------------------------------------------
     def apply(self, op):
@@ -228,7 +229,7 @@ class World:
     def op_node_agent(self):
         """The node-side helper (slurmd role): register again once no job holds the node's k8s GRES."""
         for name, node in self.slurm.nodes.items():
-            if "INVALID_REG" in node.states and node.view().registration_refused is not None and node.used == (0, 0):
+            if "INVALID_REG" in node.states and re.search(names.REGISTRATION_REASON, node.reason) and node.used == (0, 0):
                 self._count("agent_registrations")
                 self.slurm.register(name)
 
@@ -250,7 +251,7 @@ class World:
         ledger = status.get(names.STATUS_ADMISSIONS) or {}
         active = {}
         for job in self.slurm.jobs.values():
-            owner = job.owner
+            owner = placeholder.parse_job_name(job.name)
             if job.active and owner and owner[0] == gn:
                 if owner[1] in active:
                     raise InvariantBroken("two active placeholder jobs for %s" % owner[1])
@@ -356,7 +357,7 @@ class World:
             self.op_node_agent()
             self.run_pass(full=True, drop=False)
         self.check()
-        slurm_nodes = self.slurm.node_states()
+        slurm_nodes = rest_slurm_of(self.slurm).node_states()  # as the copilot reads them (no fault: none is on)
         for i, (cap_cpu, cap_mem) in enumerate(self.capacities):
             gn = self.double.peek("k8s-c%d" % i)
             status = gn.get("status") or {}

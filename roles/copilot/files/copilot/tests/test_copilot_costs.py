@@ -9,9 +9,9 @@ import sys
 
 import httpx
 import pytest
-from copilot_builders import generic_node, observed, slurm_node
-from fake_slurm import FakeNode, FakeSlurm
-from fake_slurmrestd import FakeSlurmrestd, rest_slurm_of
+from copilot_builders import generic_node, observed, rest_slurm, slurm_node
+from fakes.slurm_state import FakeNode, FakeSlurm
+from fakes.slurmrestd import FakeSlurmrestd
 from memory_peak import peak_allocations
 
 from hybridhpc_copilot import core, loop
@@ -89,7 +89,7 @@ def test_slurm_nodes_share_their_repeated_strings_and_carry_no_dict():
 def test_reading_every_slurm_node_never_holds_the_whole_answer_decoded():
     # slurmrestd's answer, encoded once (a fake serving it in this process would build it at each read, and be measured).
     fake = FakeSlurmrestd(FakeSlurm([FakeNode("c%05d" % i, 64, 256000) for i in range(3000)]), listen=False)
-    answer = rest_slurm_of(fake.slurm).client._send("GET", "/slurm/v0.0.42/nodes").content
+    answer = rest_slurm(fake).client._send("GET", "/slurm/v0.0.42/nodes").content
     transport = httpx.MockTransport(lambda request: httpx.Response(
         200, content=answer if request.url.path.endswith("/nodes") else b'{"pings": [], "errors": []}'))
     slurm = RestSlurm("http://slurmrestd", transport=transport)

@@ -12,9 +12,8 @@ import time
 
 import httpx
 import pytest
-from copilot_builders import CLUSTER, admission, generic_node, parse_exposition
-from fake_slurm import FakeNode, FakeSlurm
-from fake_slurmrestd import rest_slurm_of
+from copilot_builders import CLUSTER, admission, generic_node, parse_exposition, rest_slurm_of
+from fakes.slurm_state import FakeNode, FakeSlurm
 
 from hybridhpc_copilot import core, names
 from hybridhpc_copilot.kube import GENERICNODES, NODES, PODS, Conflict, Gone, KubeClient, PermanentError, TemporaryError

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 from copilot_builders import admission
-from fake_slurm import FakeNode, FakeSlurm
-from fake_slurmrestd import FakeSlurmrestd
+from fakes.slurm_state import FakeNode, FakeSlurm
+from fakes.slurmrestd import FakeSlurmrestd
 from test_copilot_kube import add_admission, gn_body
 
 from hybridhpc_copilot import names

@@ -12,10 +12,10 @@ import socket
 
 import httpx
 import pytest
-from copilot_builders import CLUSTER, admission, entry, generic_node, node_object, parse_exposition, pod_object
+from copilot_builders import CLUSTER, admission, entry, generic_node, node_object, parse_exposition, pod_object, rest_slurm, rest_slurm_of
 from copilot_process import KubeDouble
-from fake_slurm import FakeNode, FakeSlurm
-from fake_slurmrestd import FakeSlurmrestd, rest_slurm_of
+from fakes.slurm_state import GRES_CPU, GRES_MEMORY, REGISTRATION_REASON, RESUMABLE_DRAINS, FakeNode, FakeSlurm, SlurmctldDown, SlurmctldRefused
+from fakes.slurmrestd import FakeSlurmrestd
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -174,18 +174,18 @@ def test_rest_slurm_reads_and_changes_nodes_through_slurmrestd(tmp_path):
 
 def test_rest_slurm_maps_unavailability(tmp_path):
     def controller_down(_operation, _node):
-        raise SlurmUnavailable("connect failure")
+        raise SlurmctldDown("connect failure")
 
     slurm = rest_slurm_of(FakeSlurm([FakeNode("c1", 4, 8000)], fault=controller_down))  # slurmrestd answers 500, error 1001
     with pytest.raises(SlurmUnavailable):
         slurm.node_states()
     rest = FakeSlurmrestd(FakeSlurm([FakeNode("c1", 4, 8000)]), listen=False)
-    down = rest.rest_slurm()
+    down = rest_slurm(rest)
     down.client._sleep = lambda s: None
     rest.fail("GET", "/nodes$", "Service Unavailable", status=503, count=10)
     with pytest.raises(SlurmUnavailable):
         down.node_states()
-    assert len([r for r in rest.requests if r[1].endswith("/nodes")]) == 3  # two retries, then unavailable
+    assert len([r for r in rest.requests if r.path.endswith("/nodes")]) == 3  # two retries, then unavailable
 
 
 def test_node_json_of_every_data_parser_version():
@@ -199,7 +199,7 @@ def test_the_executor_falls_back_when_slurm_refuses_a_count_under_its_usage():
     class Refusing(FakeSlurm):
         def set_node_gres(self, name, gres):
             if "k8scpu:2" in gres:
-                raise SlurmRefused("count under the allocation")
+                raise SlurmctldRefused(2072, "Invalid generic resource (gres) specification", "count under the allocation")
             super().set_node_gres(name, gres)
 
     slurm = Refusing([FakeNode("c1", 4, 8000)])
@@ -363,7 +363,7 @@ def test_poller_reports_changes_and_forgets_on_errors():
     poller.poll()
     assert seen == [{"c1"}, {"c1"}]
     assert changed_nodes({"a": 1}, {"b": 1}) == {"a", "b"}
-    slurm.fault = lambda op, node: (_ for _ in ()).throw(SlurmUnavailable("down"))
+    slurm.fault = lambda op, node: (_ for _ in ()).throw(SlurmctldDown("down"))
     with pytest.raises(SlurmUnavailable):
         poller.poll()
     assert poller.nodes is None
@@ -509,27 +509,31 @@ def test_entries_are_counted_by_what_they_hold():
 
 
 def test_the_fake_refuses_a_registration_like_slurmctld():
+    # The fake's names are slurm.conf's and slurmctld's; the copilot's names.py must say the same.
+    assert (GRES_CPU, GRES_MEMORY, REGISTRATION_REASON) == (names.GRES_CPU, names.GRES_MEMORY, names.REGISTRATION_REASON)
+    assert RESUMABLE_DRAINS.search(names.DRAIN_REASON_PREFIX + " cordoned") and not RESUMABLE_DRAINS.search("admin: bad DIMM")
     slurm = FakeSlurm([FakeNode("c1", 4, 8000)])
+    copilot = rest_slurm_of(slurm)  # what the copilot reads and does, through its own client
     slurm.set_node_gres("c1", "k8scpu:3,k8smemory:7488")
     assert slurm.register("c1")  # no job holds the GRES: the new counts are recorded
     job = slurm.start_job("c1", 3, 1000)
     slurm.set_node_gres("c1", "k8scpu:4,k8smemory:8000")
     assert not slurm.register("c1")
-    view = slurm.node_states()["c1"]
+    view = copilot.node_states()["c1"]
     assert view.invalid_registration and view.drained
     assert view.registration_refused == ("k8scpu", 3)
     with pytest.raises(SlurmRefused):
-        slurm.resume_node("c1")
+        copilot.resume_node("c1")
     slurm.end_job("c1", job)
-    assert slurm.register("c1") and not slurm.node_states()["c1"].invalid_registration
+    assert slurm.register("c1") and not copilot.node_states()["c1"].invalid_registration
     slurm.start_job("c1", 1, 10)  # drained: does not start
-    slurm.resume_node("c1")  # the drain the refusal set may be resumed; RESUME registers again
-    assert not slurm.violations and not slurm.node_states()["c1"].drained
+    copilot.resume_node("c1")  # the drain the refusal set may be resumed; RESUME registers again
+    assert not slurm.violations and not copilot.node_states()["c1"].drained
     job = slurm.start_job("c1", 1, 10)
     slurm.set_node_gres("c1", "k8scpu:2,k8smemory:8000")
     slurm.admin_drain("c1", "copilot: cordoned")
-    slurm.resume_node("c1")  # a RESUME with a changed count under a job is refused like a restart
-    assert slurm.node_states()["c1"].invalid_registration
+    copilot.resume_node("c1")  # a RESUME with a changed count under a job is refused like a restart
+    assert copilot.node_states()["c1"].invalid_registration
 
 
 # -- retrying failed Slurm actions --------------------------------------------------------------
@@ -555,11 +559,11 @@ def test_the_executor_holds_back_a_slurm_action_that_failed_and_sends_a_changed_
     def fault(operation, node):
         calls.append(operation)
         if operation == "cancel_job":
-            raise SlurmRefused("Access/permission denied")
+            raise SlurmctldRefused(2002, "Access/permission denied")
 
     now = [0.0]
     slurm = FakeSlurm([FakeNode("c1", 4, 8000)], fault=fault)
-    job = slurm.submit_placeholder("copilot-placeholder/k8s-c1/a1", "c1", 1, 1024)
+    job = slurm.submit_job("copilot-placeholder/k8s-c1/a1", "c1", 1, 1024)
     executor = Executor(kube_client(), rest_slurm_of(slurm), None, backoff=Backoff(clock=lambda: now[0]))
     cancel = placeholder.CancelPlaceholder("k8s-c1", job, "copilot-placeholder/k8s-c1/a1", "no held admission needs it")
     del calls[:]
@@ -575,8 +579,8 @@ def test_the_executor_holds_back_a_slurm_action_that_failed_and_sends_a_changed_
 
 def test_the_executor_keeps_slurms_refusal_of_a_placeholder_job_until_a_denial_carries_it():
     def fault(operation, _node):
-        if operation == "submit_placeholder":
-            raise SlurmRefused("Invalid account or account/partition combination specified")
+        if operation == "submit_job":
+            raise SlurmctldRefused(2045, "Invalid account or account/partition combination specified")
 
     executor = Executor(kube_client(), rest_slurm_of(FakeSlurm([FakeNode("c1", 4, 8000)], fault=fault)), None)
     name = placeholder.job_name("k8s-c1", "a1")

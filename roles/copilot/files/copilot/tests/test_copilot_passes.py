@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import time
 
-from copilot_builders import CLUSTER, admission, generic_node, node_object, pod_object
+from copilot_builders import CLUSTER, admission, generic_node, node_object, pod_object, rest_slurm, rest_slurm_of
 from copilot_process import KubeDouble
-from fake_slurm import FakeNode, FakeSlurm
-from fake_slurmrestd import FakeSlurmrestd, rest_slurm_of
+from fakes.slurm_state import FakeNode, FakeSlurm, SlurmctldDown
+from fakes.slurmrestd import FakeSlurmrestd
 
 from hybridhpc_copilot import core, loop, names
 from hybridhpc_copilot.kube import PODS
 from hybridhpc_copilot.loop import Copilot
-from hybridhpc_copilot.slurm import SlurmUnavailable
 
 NODES = ("c0", "c1", "c2")
 
@@ -122,7 +121,7 @@ def test_a_reservation_is_looked_at_again_by_passes_that_bring_nothing_new():
 
     def fault(operation, _node):
         if down.get(operation):
-            raise SlurmUnavailable("slurmctld not answering")
+            raise SlurmctldDown("slurmctld not answering")
 
     kube, slurm, copilot = make_world(fault)
     admit(kube, "k8s-c1", admission("a1"))
@@ -142,14 +141,14 @@ def test_among_many_nodes_an_event_pass_reads_only_its_own_from_slurm():
         kube.add_in_process(generic_node("k8s-n%03d" % i, "n%03d" % i, finalizers=()))
     kube.add_in_process(pod_object("p1"))
     rest = FakeSlurmrestd(slurm, listen=False)
-    copilot = Copilot(kube.client(), rest.rest_slurm(), core.Settings(), CLUSTER)
+    copilot = Copilot(kube.client(), rest_slurm(rest), core.Settings(), CLUSTER)
     assert copilot.sync(full=True).ok
     copilot.pump()
     rest.requests.clear()
     admit(kube, "k8s-n007", admission("a1"))
     copilot.pump()
     assert copilot.sync().ok and state(kube, "k8s-n007", "a1") == names.GRANTED
-    reads = [path.rsplit("/", 2)[-2:] for method, path, _body in rest.requests if method == "GET"]
+    reads = [r.path.rsplit("/", 2)[-2:] for r in rest.calls("GET")]
     assert reads and all(read == ["node", "n007"] for read in reads), reads
 
 

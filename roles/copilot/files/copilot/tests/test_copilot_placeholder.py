@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from copilot_builders import NOW, admission, entry, generic_node, observed, of, pod, slurm_node, status_of
-from fake_slurm import FakeNode, FakeSlurm
-from fake_slurmrestd import FakeSlurmrestd
+from copilot_builders import NOW, admission, entry, generic_node, observed, of, pod, rest_slurm, rest_slurm_of, slurm_node, status_of
+from fakes.slurm_state import FakeNode, FakeSlurm
+from fakes.slurmrestd import FakeSlurmrestd
 
 from hybridhpc_copilot import names
 from hybridhpc_copilot.core import DenyAdmission, GrantAdmission, ReleaseAdmission, ReserveAdmission, WriteStatus, reconcile
@@ -134,26 +134,26 @@ def test_nothing_is_decided_while_the_jobs_cannot_be_listed():
 def test_the_fake_schedules_placeholder_jobs_against_cpus_and_memory():
     slurm = FakeSlurm([FakeNode("c1", 4, 8000, gres_shared=False)])
     assert slurm.start_job("c1", 3, 1000) is not None
-    first = slurm.submit_placeholder(job_name("k8s-c1", "a1"), "c1", 1, 512)
-    second = slurm.submit_placeholder(job_name("k8s-c1", "a2"), "c1", 1, 512)
-    states = {j.job_id: j.state for j in slurm.placeholder_jobs()}
+    first = slurm.submit_job(job_name("k8s-c1", "a1"), "c1", 1, 512)
+    second = slurm.submit_job(job_name("k8s-c1", "a2"), "c1", 1, 512)
+    states = {j.job_id: j.state for j in slurm.list_jobs()}
     assert states == {first: "RUNNING", second: "PENDING"}
     assert slurm.start_job("c1", 1, 10) is None
-    view = slurm.node_states()["c1"]
+    view = rest_slurm_of(slurm).node_states()["c1"]  # as the copilot reads it
     assert (view.alloc_cpus, view.cpus, view.counts) == (4, 4, (None, None))
     slurm.cancel_job(first)
-    assert {j.job_id: j.state for j in slurm.placeholder_jobs()} == {first: "CANCELLED", second: "RUNNING"}
+    assert {j.job_id: j.state for j in slurm.list_jobs()} == {first: "CANCELLED", second: "RUNNING"}
 
 
 def test_rest_slurm_lists_submits_and_cancels_placeholder_jobs():
     model = FakeSlurm([FakeNode("c1", 4, 8000, gres_shared=False)])
-    first = model.submit_placeholder("copilot-placeholder/k8s-c1/a1", "c1", 2, 3417)
+    first = model.submit_job("copilot-placeholder/k8s-c1/a1", "c1", 2, 3417)
     rest = FakeSlurmrestd(model, listen=False, foreign_jobs=2)  # and two other users' jobs
-    slurm = rest.rest_slurm(placeholder_job={"partition": "plain", "time_limit": 1440})
+    slurm = rest_slurm(rest, placeholder_job={"partition": "plain", "time_limit": 1440})
     assert slurm.placeholder_jobs() == [PlaceholderJob(first, "copilot-placeholder/k8s-c1/a1", "RUNNING", "c1", 2, 3417, "None")]
     second = slurm.submit_placeholder("copilot-placeholder/k8s-c1/a2", "c1", 3, 3417)
     assert model.jobs[second].name == "copilot-placeholder/k8s-c1/a2"
-    submitted = rest.requests[-1][2]
+    submitted = rest.requests[-1].body
     assert submitted["script"].startswith("#!/bin/sh") and "sleep infinity" in submitted["script"]
     job = submitted["job"]
     assert (job["name"], job["partition"], job["required_nodes"], job["cpus_per_task"], job["tasks"]) == (
@@ -199,17 +199,17 @@ def test_the_job_table_lists_once_then_reads_the_wanted_active_jobs_by_id_and_ke
 
 def test_rest_slurm_reads_its_placeholder_jobs_by_id_after_the_first_listing():
     model = FakeSlurm([FakeNode("c1", 4, 8000, gres_shared=False)])
-    first = model.submit_placeholder(job_name("k8s-c1", "a1"), "c1", 1, 1024)
+    first = model.submit_job(job_name("k8s-c1", "a1"), "c1", 1, 1024)
     rest = FakeSlurmrestd(model, listen=False, foreign_jobs=3)
     clock = [0.0]
-    slurm = rest.rest_slurm(clock=lambda: clock[0])
+    slurm = rest_slurm(rest, clock=lambda: clock[0])
 
     def requests():
-        return sorted((method, path.split("/", 3)[-1]) for method, path, _body in rest.requests)  # the endpoint, after /slurm/{version}/
+        return sorted((r.method, r.path.split("/", 3)[-1]) for r in rest.requests)  # the endpoint, after /slurm/{version}/
 
     assert [j.job_id for j in slurm.placeholder_jobs()] == [first]
     second = slurm.submit_placeholder(job_name("k8s-c1", "a2"), "c1", 1, 1024)
-    model.end_placeholder(first, "CANCELLED")
+    model.end_batch_job(first, "CANCELLED")
     del model.jobs[second]  # gone from Slurm (MinJobAge)
     rest.requests.clear()
     assert {j.job_id: j.state for j in slurm.placeholder_jobs()} == {first: "CANCELLED"}  # the second forgotten

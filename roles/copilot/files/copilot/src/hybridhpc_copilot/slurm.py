@@ -2,8 +2,9 @@
 
 :class:`RestSlurm` talks to slurmrestd with the collection's own client
 (``plugins/module_utils/slurmrestd.py``, vendored into ``_vendor`` by
-``tools/vendor.sh``). The tests give it their fake slurmrestd
-(``tests/fake_slurmrestd.py``); nothing fake is installed on hosts.
+``tools/vendor.sh``). The tests give it the collection's fake slurmrestd
+(``tests/fakes/slurmrestd.py`` at the collection's root); nothing fake is
+installed on hosts.
 """
 
 from __future__ import annotations
