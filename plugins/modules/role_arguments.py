@@ -12,8 +12,8 @@ module: role_arguments
 short_description: Check every role's argument spec for this host in one task
 description:
   - Checks the play's variables against the C(meta/argument_specs.yml) of each
-    of the collection's roles (every entry point), with Ansible's own checker:
-    a value is refused here exactly when the role's own check at its start
+    of the collection's roles (every entry point), with Ansible's own checker.
+    A value is refused here exactly when the role's own check at its start
     would refuse it.
   - The first play of C(playbooks/site.yml) runs it for every host, before any
     host changes; the later plays then start their roles with
