@@ -29,8 +29,6 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import slurmrestd
-
 # The major the collection was built and tested against first: the one a
 # host is taken to run when nothing says otherwise (no apt, no slurm_version).
 REFERENCE_MAJOR = "24.11"
@@ -62,10 +60,13 @@ MAJORS = {
 # host's package index names no candidate yet: a new host, a fresh image).
 DEBIAN_RELEASE_MAJOR = {"bookworm": "22.05", "trixie": "24.11", "forky": "26.05", "sid": "26.05"}
 
-# The REST API versions the collection's client (module_utils/slurmrestd.py)
-# and the copilot speak, oldest first: the job_state/state lists and
-# update_node_msg of v0.0.40 and later.
-CLIENT_REST_VERSIONS = tuple(reversed(slurmrestd.DEFAULT_VERSIONS))
+# The REST API versions the collection's client (module_utils/slurmrestd.py,
+# its DEFAULT_VERSIONS newest first) and the copilot speak, oldest first: the
+# job_state/state lists and update_node_msg of v0.0.40 and later. Written out,
+# not imported: slurmrestd.py imports httpx, and every filter plugin that reads
+# this table is imported again by each Ansible worker (a unit test keeps both
+# lists equal and httpx out of the filters).
+CLIENT_REST_VERSIONS = ("v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45")
 
 _VERSION_RE = re.compile(r"^(?:\d+:)?(\d{2})\.(\d{2})(?:[.~+-].*)?$")
 

@@ -199,3 +199,9 @@ def test_major_facts():
 
 def test_the_client_speaks_what_the_table_says():
     assert sm.CLIENT_REST_VERSIONS == ("v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45")
+
+
+def test_client_versions_are_the_clients_own():
+    from ansible_collections.hybridhpc.slurm.plugins.module_utils import slurmrestd
+
+    assert sm.CLIENT_REST_VERSIONS == tuple(reversed(slurmrestd.DEFAULT_VERSIONS))
