@@ -9,7 +9,10 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import accounting
+from ansible_collections.hybridhpc.slurm.plugins.plugin_utils.lazy_module import LazyModule
+
+accounting = LazyModule("accounting")
+
 
 
 def slurm_accounting_policy(enabled, enforce=None, priority=None, managed=False):

@@ -7,8 +7,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import cluster_plan
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.hostlist import expand
+from ansible_collections.hybridhpc.slurm.plugins.plugin_utils.lazy_module import LazyModule
+
+cluster_plan = LazyModule("cluster_plan")
 
 
 def slurm_cluster_members(cluster, groups, hostvars, dbd_hosts=None):

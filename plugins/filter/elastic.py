@@ -9,8 +9,11 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import elastic, slurm_majors
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.hostlist import HostlistError
+from ansible_collections.hybridhpc.slurm.plugins.plugin_utils.lazy_module import LazyModule
+
+elastic = LazyModule("elastic")
+slurm_majors = LazyModule("slurm_majors")
 
 
 def slurm_elastic_plan(nodesets, config, power_save=None, configless=None, static_records=None, controllers=None,

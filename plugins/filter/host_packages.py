@@ -9,7 +9,10 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import host_packages
+from ansible_collections.hybridhpc.slurm.plugins.plugin_utils.lazy_module import LazyModule
+
+host_packages = LazyModule("host_packages")
+
 
 
 def slurm_packages(component, facts, override=None):

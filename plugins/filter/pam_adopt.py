@@ -7,7 +7,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import pam_adopt
+from ansible_collections.hybridhpc.slurm.plugins.plugin_utils.lazy_module import LazyModule
+
+pam_adopt = LazyModule("pam_adopt")
 
 
 def slurm_prolog_contain(config, enabled=True):

@@ -12,8 +12,14 @@ import binascii
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import ack_values, cluster_changes, cluster_model, site_inputs, slurm_conf
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.hostlist import HostlistError, compress, expand
+from ansible_collections.hybridhpc.slurm.plugins.plugin_utils.lazy_module import LazyModule
+
+ack_values = LazyModule("ack_values")
+cluster_changes = LazyModule("cluster_changes")
+cluster_model = LazyModule("cluster_model")
+site_inputs = LazyModule("site_inputs")
+slurm_conf = LazyModule("slurm_conf")
 
 
 def _sorted_compress(names):

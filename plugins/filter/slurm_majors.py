@@ -9,7 +9,10 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import slurm_majors
+from ansible_collections.hybridhpc.slurm.plugins.plugin_utils.lazy_module import LazyModule
+
+slurm_majors = LazyModule("slurm_majors")
+
 
 
 def slurm_host_major(apt_policy_text, slurm_version=None, release=None):

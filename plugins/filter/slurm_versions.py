@@ -7,7 +7,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import slurm_versions
+from ansible_collections.hybridhpc.slurm.plugins.plugin_utils.lazy_module import LazyModule
+
+slurm_versions = LazyModule("slurm_versions")
 
 
 def slurm_apt_planned(stdout, packages=None):

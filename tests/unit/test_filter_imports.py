@@ -27,3 +27,18 @@ def test_filter_plugins_import_no_heavy_library():
                           env={"PYTHONPATH": str(ROOT / ".collections"), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "", "filter plugins import %s" % done.stdout.strip()
+
+
+def test_filter_plugins_import_their_module_utils_when_used():
+    """Loading every filter file (what finding one filter does in an Ansible worker) imports no module_utils but hostlist and jwt."""
+    filters = sorted(p.stem for p in (ROOT / "plugins" / "filter").glob("*.py"))
+    prefix = "ansible_collections.hybridhpc.slurm.plugins.module_utils."
+    code = "\n".join(
+        ["import sys"]
+        + ["import ansible_collections.hybridhpc.slurm.plugins.filter.%s" % name for name in filters]
+        + ["print(','.join(sorted(m[len(%r):] for m in sys.modules if m.startswith(%r))))" % (prefix, prefix)]
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False,
+                          env={"PYTHONPATH": str(ROOT / ".collections"), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    assert set(done.stdout.strip().split(",")) <= {"hostlist", "jwt"}
