@@ -14,7 +14,6 @@ from ansible_collections.hybridhpc.slurm.plugins.plugin_utils.lazy_module import
 accounting = LazyModule("accounting")
 
 
-
 def slurm_accounting_policy(enabled, enforce=None, priority=None, managed=False):
     """slurm.conf keys of the accounting policy: AccountingStorageEnforce and the multifactor priority."""
     return accounting.policy_config(enabled, enforce, priority, managed)

@@ -14,7 +14,6 @@ from ansible_collections.hybridhpc.slurm.plugins.plugin_utils.lazy_module import
 host_packages = LazyModule("host_packages")
 
 
-
 def slurm_packages(component, facts, override=None):
     """One component's package names for this OS (the inventory's override when set)."""
     try:

@@ -14,7 +14,6 @@ from ansible_collections.hybridhpc.slurm.plugins.plugin_utils.lazy_module import
 slurm_majors = LazyModule("slurm_majors")
 
 
-
 def slurm_host_major(apt_policy_text, slurm_version=None, release=None):
     """The host's Slurm major (from slurm_version, the installed or candidate package, the Debian release) and its data."""
     try:
