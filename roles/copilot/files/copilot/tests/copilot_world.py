@@ -357,6 +357,12 @@ class World:
             self.op_node_agent()
             self.run_pass(full=True, drop=False)
         self.check()
+        # A pass ends when another round would find nothing to do: one more pass, with nothing
+        # changed meanwhile, must find nothing (else the pass stopped early and what it left
+        # waits for the next wake-up).
+        again = self.copilot.sync(full=True)
+        if again.actions:
+            raise InvariantBroken("a resync right after a resync still acted: %s" % [(a.kind, a.node) for a in again.actions])
         slurm_nodes = rest_slurm_of(self.slurm).node_states()  # as the copilot reads them (no fault: none is on)
         for i, (cap_cpu, cap_mem) in enumerate(self.capacities):
             gn = self.double.peek("k8s-c%d" % i)

@@ -168,3 +168,34 @@ def test_an_event_pass_reads_the_placeholder_jobs_of_its_own_generic_nodes_and_o
     scope = loop.Scope({"k8s-c1"}, {"c1"})
     wanted = copilot._owner_in(scope)
     assert [wanted(name) for name in ("k8s-c1", "k8s-c2", "k8s-gone")] == [True, False, True]
+
+
+def test_an_admission_is_granted_in_two_rounds_and_the_pass_stops_there():
+    """Reserve and lower the GRES, then read Slurm once and grant: the status written last holds no
+    reservation and nothing else changed, so deciding again would find the same (a third round
+    and its Slurm read were a quarter of a burst's cost)."""
+    kube, slurm, copilot = make_world()
+    admit(kube, "k8s-c1", admission("a1", cpu="1", memory="1Gi"))
+    copilot.pump()
+    seen = looked_at(copilot)
+    result = copilot.sync()
+    assert result.ok and state(kube, "k8s-c1", "a1") == names.GRANTED
+    assert [a.kind for a in result.actions] == ["WriteStatus", "ReserveAdmission", "SetGres", "WriteStatus", "GrantAdmission"]
+    assert result.rounds == 2 and len(seen) == 2
+    copilot.pump()
+    assert copilot.sync().actions == [] and copilot.sync(full=True).actions == []  # it was settled
+
+
+def test_a_reservation_slurm_need_not_change_for_takes_another_round_to_grant():
+    """A status written with an admission still Reserved waits for Slurm to be read again, even
+    when no Slurm action went with it: the same pass grants it."""
+    kube, slurm, copilot = make_world()
+    admit(kube, "k8s-c0", admission("a1", cpu="1", memory="1Gi"))
+    copilot.pump()
+    assert copilot.sync().ok and state(kube, "k8s-c0", "a1") == names.GRANTED
+    kube.update_in_process("k8s-c0", lambda obj: obj["spec"]["admissions"].clear())
+    admit(kube, "k8s-c0", admission("a2", cpu="1", memory="1Gi"))  # a1 gone, a2 the same size: Slurm's GRES stays
+    copilot.pump()
+    result = copilot.sync()
+    assert "SetGres" not in [a.kind for a in result.actions]
+    assert result.ok and state(kube, "k8s-c0", "a2") == names.GRANTED and result.rounds >= 2

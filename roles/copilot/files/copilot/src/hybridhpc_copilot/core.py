@@ -360,6 +360,13 @@ def write_status(facts: NodeFacts, strategy: Strategy, ledger: Ledger) -> list[A
     return [WriteStatus(facts.name, facts.resource_version, status)]
 
 
+def holds_reservation(status: Status) -> bool:
+    """Whether a status to write holds an admission still Reserved (it waits for Slurm to be read again)."""
+    ledger = status.get(names.STATUS_ADMISSIONS)
+    return isinstance(ledger, dict) and any(
+        isinstance(entry, dict) and entry.get("state") == names.RESERVED for entry in ledger.values())
+
+
 def slurm_node_missing(facts: NodeFacts, conditions: object) -> list[Condition] | None:
     """``conditions`` with ``SlurmNodeMissing`` set, when it must change (None: leave them as they are).
 

@@ -170,6 +170,10 @@ class Outcome:
     """What one round of actions did."""
 
     wrote: int = 0
+    # Writes after which another round may find more to do: every write but a status
+    # that holds no reservation (a status is decided from everything else, so re-deciding
+    # on the status just written finds it again; a reservation waits for Slurm to be read).
+    unsettling: int = 0
     conflicts: int = 0
     errors: list[Error] = field(default_factory=list)
     applied: list[core.Action] = field(default_factory=list)  # actions carried out (or, in dry-run, planned)
@@ -239,6 +243,8 @@ class Executor:
             self.metrics.actions.labels(action.kind).inc()
         if not self.dry_run:
             outcome.wrote += 1
+            if not (isinstance(action, core.WriteStatus) and not core.holds_reservation(action.status)):
+                outcome.unsettling += 1
         return True
 
     def _failed(self, action: core.Action, err: KubeError | SlurmError, retry_key: tuple[object, ...] | None,
@@ -707,7 +713,7 @@ class Copilot:
         result.errors.extend(outcome.errors)
         result.conflicts += outcome.conflicts
         settled = self.dry_run or slurm_nodes is None or slurm_jobs is None or bool(outcome.errors) or \
-            not (outcome.wrote or outcome.conflicts)
+            not (outcome.unsettling or outcome.conflicts)
         return not settled
 
     def _read_slurm_or_none(self, scope: Scope | None, result: PassResult) -> dict[str, core.SlurmNode] | None:
