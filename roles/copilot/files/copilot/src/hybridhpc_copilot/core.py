@@ -51,6 +51,7 @@ from .ledger import (
     Ledger,
     LedgerEntry,
     Quantities,
+    Status,
     admissions_of,
     alias_of,
     entry_amounts,
@@ -98,7 +99,7 @@ from .units import MIB, cpus_for, format_cpu, format_memory, mib_for, parse_gres
 __all__ = [
     "Action", "AddFinalizer", "AnnotateNode", "Capacity", "Decision", "DenyAdmission", "DrainNode", "GrantAdmission",
     "KubeNode", "NodeFacts", "Observed", "Pod", "ReleaseAdmission", "RemoveFinalizer", "ReserveAdmission", "ResumeNode",
-    "SetGres", "Settings", "SlurmNode", "Strategy", "WriteStatus", "alias_of", "entry_amounts", "holdings",
+    "SetGres", "Settings", "SlurmNode", "Strategy", "WriteStatus", "alias_of", "entry_amounts", "holdings", "holds_reservation",
     "is_slurm_node", "pods_needed", "reconcile", "reconcile_node", "timestamp", "wanted_counts",
 ]
 
