@@ -239,6 +239,19 @@ def test_the_informer_ignores_older_events_and_relists_after_gone():
     assert informer.get("n")["metadata"]["annotations"]["b"] == "2"
 
 
+def test_a_watch_on_an_informer_never_listed_lists_first_and_a_lost_event_loses_no_object():
+    """Found by the property test: a restarted copilot whose first watch (from "0") lost the ADDED event
+    of one GenericNode took the cache as synced without it, saw its Slurm node as unshared and gave
+    Slurm the whole GRES back while pods held part of it."""
+    double = KubeDouble(listen=False).start()
+    for name in ("k8s-c1", "k8s-c2"):
+        double.add_in_process(generic_node(name, name[4:]))
+    informer = Informer(kube_client(double), GENERICNODES)
+    informer.watch(0, drop=lambda _event, obj: obj["metadata"]["name"] == "k8s-c2")
+    assert informer.synced and sorted(informer.snapshot()) == ["k8s-c1", "k8s-c2"]
+    assert [query.get("watch") for _method, _path, query in double.server.requests[-2:]] == [None, "true"]
+
+
 def test_a_relist_keeps_the_cached_objects_the_list_shows_unchanged():
     kept = []
     double = KubeDouble(listen=False).start()

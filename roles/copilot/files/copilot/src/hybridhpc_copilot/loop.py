@@ -148,6 +148,12 @@ class Informer:
         Raises :class:`Gone` (the caller lists again) and the other KubeErrors.
         ``drop(event, obj)`` (tests) loses events on purpose.
         """
+        if not self.synced:
+            # A watch goes on from a list. Watched from "0" instead, the events would make
+            # the cache look synced, and one event lost (a dropped connection) would leave
+            # a GenericNode out of it for good: its Slurm node would look unshared and get
+            # its whole GRES back while pods hold part of it.
+            self.relist()
         count = 0
         for event, obj in self.kube.watch_objects(self.kind, self.resource_version or "0", timeout_seconds,
                                                   self.label_selector):
