@@ -363,9 +363,7 @@ def write_status(facts: NodeFacts, strategy: Strategy, ledger: Ledger) -> list[A
 
 def holds_reservation(status: Status) -> bool:
     """Whether a status to write holds an admission still Reserved (it waits for Slurm to be read again)."""
-    ledger = status.get(names.STATUS_ADMISSIONS)
-    return isinstance(ledger, dict) and any(
-        isinstance(entry, dict) and entry.get("state") == names.RESERVED for entry in ledger.values())
+    return bool(_reserved(status.get(names.STATUS_ADMISSIONS) or {}))
 
 
 def slurm_node_missing(facts: NodeFacts, conditions: object) -> list[Condition] | None:

@@ -892,9 +892,7 @@ class Runner:
         failures = 0
         while not self.stop.is_set():
             try:
-                if not informer.synced:
-                    informer.relist()
-                informer.watch(self.watch_timeout)
+                informer.watch(self.watch_timeout)  # lists first while the cache is not synced
                 failures = 0
             except Gone:
                 log.info("watch expired (410): listing again", extra={"fields": {"kind": informer.kind}})
