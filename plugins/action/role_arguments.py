@@ -33,12 +33,12 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         task_vars = task_vars or {}
+        everyone = role_arguments.spec_roles(ROLES_DIR)
         exclude = self._task.args.get("exclude") or []
-        roles = [role for role in self._task.args.get("roles") or role_arguments.spec_roles(ROLES_DIR) if role not in exclude]
-        unknown = [role for role in roles if not os.path.isfile(os.path.join(ROLES_DIR, role, role_arguments.SPEC_FILE))]
+        roles = [role for role in self._task.args.get("roles") or everyone if role not in exclude]
+        unknown = [role for role in roles if role not in everyone]
         if unknown:
             raise AnsibleError("roles: %s have no meta/argument_specs.yml in %s" % (", ".join(unknown), ROLES_DIR))
-        everyone = role_arguments.spec_roles(ROLES_DIR)
         files = {role: {"defaults": self._role_file(role, "defaults", "main.yml"), "vars": self._role_file(role, "vars", "main.yml"),
                         "specs": self._role_file(role, role_arguments.SPEC_FILE).get("argument_specs") or {}}
                  for role in everyone}

@@ -15,30 +15,30 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 HEAVY = ("httpx", "kubernetes", "boto3", "botocore", "prometheus_client", "yaml")
 
 
-def test_filter_plugins_import_no_heavy_library():
+PREFIX = "ansible_collections.hybridhpc.slurm.plugins.module_utils."
+
+
+def modules_after_loading_every_filter(expression):
+    """``expression`` (over ``sys.modules``) printed by a fresh interpreter that imported every filter file."""
     filters = sorted(p.stem for p in (ROOT / "plugins" / "filter").glob("*.py"))
     assert filters
     code = "\n".join(
         ["import sys"]
         + ["import ansible_collections.hybridhpc.slurm.plugins.filter.%s" % name for name in filters]
-        + ["print(','.join(sorted(m for m in %r if m in sys.modules)))" % (HEAVY,)]
+        + ["print(','.join(sorted(%s)))" % expression]
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False,
                           env={"PYTHONPATH": str(ROOT / ".collections"), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "", "filter plugins import %s" % done.stdout.strip()
+    return done.stdout.strip()
+
+
+def test_filter_plugins_import_no_heavy_library():
+    heavy = modules_after_loading_every_filter("m for m in %r if m in sys.modules" % (HEAVY,))
+    assert heavy == "", "filter plugins import %s" % heavy
 
 
 def test_filter_plugins_import_their_module_utils_when_used():
     """Loading every filter file (what finding one filter does in an Ansible worker) imports no module_utils but hostlist and jwt."""
-    filters = sorted(p.stem for p in (ROOT / "plugins" / "filter").glob("*.py"))
-    prefix = "ansible_collections.hybridhpc.slurm.plugins.module_utils."
-    code = "\n".join(
-        ["import sys"]
-        + ["import ansible_collections.hybridhpc.slurm.plugins.filter.%s" % name for name in filters]
-        + ["print(','.join(sorted(m[len(%r):] for m in sys.modules if m.startswith(%r))))" % (prefix, prefix)]
-    )
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False,
-                          env={"PYTHONPATH": str(ROOT / ".collections"), "PATH": "/usr/bin:/bin"})
-    assert done.returncode == 0, done.stderr
-    assert set(done.stdout.strip().split(",")) <= {"hostlist", "jwt"}
+    loaded = modules_after_loading_every_filter("m[len(%r):] for m in sys.modules if m.startswith(%r)" % (PREFIX, PREFIX))
+    assert set(loaded.split(",")) <= {"hostlist", "jwt"}
