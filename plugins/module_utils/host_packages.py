@@ -28,6 +28,7 @@ PACKAGES = {
         "slurmrestd": ["slurmrestd"],
         "jwt": ["slurm-wlm-jwt-plugin"],
         "sackd": ["sackd"],
+        "pam_slurm_adopt": ["libpam-slurm-adopt"],
     },
     "RedHat": {
         "munge": ["munge"],
@@ -40,6 +41,8 @@ PACKAGES = {
         # EPEL/OpenHPC build auth/jwt into the main package.
         "jwt": [],
         "sackd": ["slurm-sackd"],
+        # Slurm's own RPM (slurm.spec) packages the module as slurm-pam_slurm.
+        "pam_slurm_adopt": ["slurm-pam_slurm"],
     },
 }
 
@@ -54,6 +57,7 @@ OVERRIDES = {
     "slurmrestd": "slurmrestd_packages",
     "jwt": "slurmrestd_jwt_packages",
     "sackd": "slurm_login_sackd_packages",
+    "pam_slurm_adopt": "pam_slurm_adopt_packages",
 }
 
 LOCAL_DATABASE = ("localhost", "127.0.0.1")
@@ -107,7 +111,26 @@ def host_components(host, groups, host_vars, jwt):
         components.append("jwt")
     if login_sackd(host, groups, host_vars):
         components.append("sackd")
+    if pam_slurm_adopt(host, groups, host_vars):
+        components.append("pam_slurm_adopt")
     return components
+
+
+def pam_slurm_adopt(host, groups, host_vars):
+    """Whether a host gets pam_slurm_adopt: a compute node, no login node, with the switch on.
+
+    The switch is the host's pam_slurm_adopt_enabled when the inventory sets
+    it, else its cluster's slurm_pam_slurm_adopt (the role's default). The
+    package only ships the PAM module: the pam_slurm_adopt role still decides
+    when sshd's stack uses it. A host the role would refuse (a login node)
+    gets nothing here, so the role's own check fails before any install.
+    """
+    if host not in (groups.get("slurmd") or []) or host in (groups.get("login") or []):
+        return False
+    switch = host_vars.get("pam_slurm_adopt_enabled")
+    if switch is None:
+        switch = host_vars.get("slurm_pam_slurm_adopt", False)
+    return truthy(switch)
 
 
 def login_sackd(host, groups, host_vars):

@@ -134,3 +134,25 @@ def test_only_packages_dpkg_lists_as_installed_count_as_present():
     assert missing(output, wanted) == ["apptainer", "slurm-client=24.11.1-1", "fuse3", "never-heard-of"]
     assert missing("ii  slurmd\nii  munge\n", ["slurmd", "munge"]) == []
     assert missing("", ["slurmd"]) == ["slurmd"] and missing(None, []) == []
+
+
+def test_pam_slurm_adopt_joins_the_transaction_of_compute_nodes_with_the_switch_on():
+    on = {"slurm_pam_slurm_adopt": True}
+    assert host_packages(host_components("onprem-c1", GROUPS, on, False), DEBIAN, on) == [
+        "libpam-slurm-adopt", "munge", "slurm-client", "slurmd"]
+    assert "slurm-pam_slurm" in host_packages(host_components("onprem-c1", GROUPS, on, False), ROCKY, on)
+    # the role's override names the package, as for every other component
+    named = {"slurm_pam_slurm_adopt": True, "pam_slurm_adopt_packages": ["pam-adopt-site"]}
+    assert "pam-adopt-site" in host_packages(host_components("onprem-c1", GROUPS, named, False), DEBIAN, named)
+    # the host's own switch wins over its cluster's, both ways ("false" as a text too)
+    assert "pam_slurm_adopt" not in host_components("onprem-c1", GROUPS, {"slurm_pam_slurm_adopt": True,
+                                                                           "pam_slurm_adopt_enabled": "false"}, False)
+    assert "pam_slurm_adopt" in host_components("onprem-c1", GROUPS, {"pam_slurm_adopt_enabled": True}, False)
+
+
+def test_pam_slurm_adopt_never_on_controllers_login_nodes_or_with_the_switch_off():
+    on = {"slurm_pam_slurm_adopt": True}
+    assert "pam_slurm_adopt" not in host_components("onprem-c1", GROUPS, {}, False)
+    assert "pam_slurm_adopt" not in host_components("onprem-ctl1", GROUPS, on, False)
+    # a compute node that is also a login node: the role refuses it, so nothing is installed
+    assert "pam_slurm_adopt" not in host_components("c1", {"slurmd": ["c1"], "login": ["c1"]}, on, False)
