@@ -1,0 +1,165 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: hybridhpc.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: slurm_host_facts
+short_description: Read what the first play needs from a host in one round trip (facts, Slurm's candidate version, slurm.conf)
+description:
+  - Gathers the host's facts with Ansible's own collectors, as C(ansible.builtin.setup) does with the same
+    O(gather_subset), and returns them as C(ansible_facts).
+  - On hosts whose package manager is apt, reads C(apt-cache policy) of O(apt_policy) (the index as it is).
+  - Reads O(file) when it exists, as C(ansible.builtin.slurp) does.
+  - With O(dpkg_installed), lists every package dpkg knows on apt hosts (C(dpkg-query -W)), so that the roles tell
+    whether their packages are installed without a round trip of their own.
+  - Read-only. One module run where there were three (setup, a command and slurp): a round trip less twice on every
+    host on every run.
+version_added: 0.3.0
+author:
+  - hybridhpc.slurm developers (@hybridhpc)
+options:
+  gather_subset:
+    description: The fact subsets, as for C(ansible.builtin.setup).
+    type: list
+    elements: str
+    default: [min, hardware, virtual, network]
+  gather_timeout:
+    description: Seconds each fact collector may take, as for C(ansible.builtin.setup).
+    type: int
+    default: 10
+  apt_policy:
+    description: Packages whose C(apt-cache policy) to read on apt hosts; none read when empty.
+    type: list
+    elements: str
+    default: []
+  file:
+    description: A file to read (its content is returned base64-encoded).
+    type: path
+  dpkg_installed:
+    description: List the packages dpkg knows, with their status, on apt hosts.
+    type: bool
+    default: false
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+  facts:
+    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Facts, the Slurm version apt would install, and the current slurm.conf
+  hybridhpc.slurm.slurm_host_facts:
+    apt_policy: [slurm-client]
+    file: /etc/slurm/slurm.conf
+  register: host_read
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: The host's facts, as C(ansible.builtin.setup) returns them for O(gather_subset).
+  returned: always
+  type: dict
+apt_policy:
+  description: C(apt-cache policy) of O(apt_policy); empty when not read (not apt, or no package asked).
+  returned: always
+  type: str
+dpkg_installed:
+  description:
+    - C(dpkg-query -W -f '${db:Status-Abbrev} ${Package}\n') over every package dpkg knows (C(ii) when installed).
+    - Empty when not asked or not an apt host.
+  returned: always
+  type: str
+file:
+  description: O(file) as read.
+  returned: when O(file) is given
+  type: dict
+  contains:
+    exists:
+      description: Whether it exists and could be read.
+      type: bool
+    content:
+      description: Its content, base64-encoded (empty when it does not exist).
+      type: str
+"""
+
+import base64
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.facts import ansible_collector, default_collectors
+from ansible.module_utils.facts.namespace import PrefixFactNamespace
+
+# The format module_utils/host_packages.missing() reads (a test keeps the two
+# equal): not imported, so that the module ships without the planning code.
+DPKG_QUERY_FORMAT = "${db:Status-Abbrev} ${Package}\n"
+
+# setup's own minimal subset (ansible.builtin.setup): what "min" means.
+MINIMAL_GATHER_SUBSET = frozenset(["apparmor", "caps", "cmdline", "date_time", "distribution", "dns", "env", "fips",
+                                   "local", "lsb", "pkg_mgr", "platform", "python", "selinux", "service_mgr",
+                                   "ssh_pub_keys", "user"])
+
+
+def gather(module):
+    try:
+        collector = ansible_collector.get_ansible_collector(
+            all_collector_classes=default_collectors.collectors,
+            namespace=PrefixFactNamespace(namespace_name="ansible", prefix="ansible_"),
+            filter_spec=[],
+            gather_subset=module.params["gather_subset"],
+            gather_timeout=module.params["gather_timeout"],
+            minimal_gather_subset=MINIMAL_GATHER_SUBSET,
+        )
+    except Exception as exc:  # noqa: BLE001 -- setup reports a bad subset the same way
+        module.fail_json(msg="gather_subset: %s" % exc)
+    return collector.collect(module=module)
+
+
+def read_file(path):
+    try:
+        with open(path, "rb") as handle:
+            return {"exists": True, "content": base64.b64encode(handle.read()).decode("ascii")}
+    except (IOError, OSError):
+        return {"exists": False, "content": ""}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            gather_subset=dict(type="list", elements="str", default=["min", "hardware", "virtual", "network"]),
+            gather_timeout=dict(type="int", default=10),
+            apt_policy=dict(type="list", elements="str", default=[]),
+            file=dict(type="path"),
+            dpkg_installed=dict(type="bool", default=False),
+        ),
+        supports_check_mode=True,
+    )
+    facts = gather(module)
+    result = dict(changed=False, ansible_facts=facts, apt_policy="", dpkg_installed="")
+    apt = facts.get("ansible_pkg_mgr") == "apt"
+    if module.params["apt_policy"] and apt:
+        rc, out, err = module.run_command(["apt-cache", "policy"] + module.params["apt_policy"],
+                                          environ_update={"LC_ALL": "C"})
+        if rc != 0:
+            module.fail_json(msg="apt-cache policy failed (rc %d): %s" % (rc, (err or out).strip()))
+        result["apt_policy"] = out
+    if module.params["dpkg_installed"] and apt:
+        rc, out, err = module.run_command(["dpkg-query", "-W", "-f", DPKG_QUERY_FORMAT])
+        if rc != 0:
+            module.fail_json(msg="dpkg-query failed (rc %d): %s" % (rc, (err or out).strip()))
+        result["dpkg_installed"] = out
+    if module.params["file"]:
+        result["file"] = read_file(module.params["file"])
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

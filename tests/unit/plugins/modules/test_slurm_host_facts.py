@@ -1,0 +1,87 @@
+# Copyright: hybridhpc.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""slurm_host_facts: setup's facts, apt-cache policy and a file, read in one module run.
+
+Runs the module in-process on this machine (read-only), next to Ansible's own
+setup module with the same subset: the first play's checks and the node
+records must see the same facts as before.
+"""
+
+from __future__ import absolute_import, division, print_function  # noqa: UP010
+
+__metaclass__ = type  # noqa: UP001
+
+import base64
+import json
+import shutil
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.common.text.converters import to_bytes
+from ansible.modules import setup
+
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import host_packages
+from ansible_collections.hybridhpc.slurm.plugins.modules import slurm_host_facts
+
+SUBSET = ["min", "hardware", "virtual", "network"]
+
+
+class Done(Exception):
+    pass
+
+
+@pytest.fixture
+def run(monkeypatch):
+    def finish(self, **kwargs):
+        raise Done(kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", finish)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", lambda self, **kw: finish(self, failed=True, **kw))
+
+    def call(main, args):
+        monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
+        with pytest.raises(Done) as outcome:
+            main()
+        return outcome.value.args[0]
+
+    return call
+
+
+def test_the_facts_are_setups_for_the_same_subset(run):
+    ours = run(slurm_host_facts.main, {"gather_subset": SUBSET})
+    theirs = run(setup.main, {"gather_subset": SUBSET})
+    assert not ours["changed"]
+    assert set(ours["ansible_facts"]) == set(theirs["ansible_facts"])
+    for key in ("ansible_distribution", "ansible_distribution_release", "ansible_os_family", "ansible_pkg_mgr",
+                "ansible_processor_vcpus", "ansible_memtotal_mb", "ansible_default_ipv4", "ansible_hostname"):
+        assert ours["ansible_facts"].get(key) == theirs["ansible_facts"].get(key), key
+
+
+def test_a_file_is_read_as_slurp_reads_it_and_a_missing_one_is_said(run, tmp_path):
+    conf = tmp_path / "slurm.conf"
+    conf.write_bytes(b"ClusterName=a\n\xff")
+    found = run(slurm_host_facts.main, {"gather_subset": ["min"], "file": str(conf)})
+    assert found["file"] == {"exists": True, "content": base64.b64encode(b"ClusterName=a\n\xff").decode()}
+    missing = run(slurm_host_facts.main, {"gather_subset": ["min"], "file": str(tmp_path / "none")})
+    assert missing["file"] == {"exists": False, "content": ""}
+    assert "file" not in run(slurm_host_facts.main, {"gather_subset": ["min"]})
+
+
+@pytest.mark.skipif(shutil.which("apt-cache") is None, reason="apt-cache policy needs an apt host")
+def test_apt_cache_policy_is_read_only_when_packages_are_asked(run):
+    asked = run(slurm_host_facts.main, {"gather_subset": ["min"], "apt_policy": ["dpkg"]})
+    assert asked["apt_policy"].startswith("dpkg:") and "Installed:" in asked["apt_policy"]
+    assert run(slurm_host_facts.main, {"gather_subset": ["min"]})["apt_policy"] == ""
+
+
+def test_a_bad_subset_names_the_option(run):
+    result = run(slurm_host_facts.main, {"gather_subset": ["no-such-subset"]})
+    assert result.get("failed") and result["msg"].startswith("gather_subset:")
+
+
+@pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="dpkg-query needs an apt host")
+def test_dpkg_lists_what_is_installed_in_the_format_the_roles_read(run):
+    listed = run(slurm_host_facts.main, {"gather_subset": ["min"], "dpkg_installed": True})["dpkg_installed"]
+    assert slurm_host_facts.DPKG_QUERY_FORMAT == host_packages.DPKG_QUERY_FORMAT
+    assert host_packages.missing(listed, ["dpkg", "no-such-package-here"]) == ["no-such-package-here"]
+    assert run(slurm_host_facts.main, {"gather_subset": ["min"]})["dpkg_installed"] == ""
