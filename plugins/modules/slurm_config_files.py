@@ -79,6 +79,28 @@ options:
     type: list
     elements: path
     default: []
+  modes:
+    description:
+      - Paths that are not this module's to create (device nodes such as C(/dev/fuse)) whose mode, owner or group
+        are fixed when they exist. Nothing happens for one that does not exist.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: The path.
+        type: path
+        required: true
+      mode:
+        description: Octal mode, as a string.
+        type: str
+        required: true
+      owner:
+        description: Owner (kept when not given).
+        type: str
+      group:
+        description: Group (kept when not given).
+        type: str
   slurm_conf:
     description: The slurm.conf among O(files) (its old and new text decide restart or reconfigure).
     type: path
@@ -172,6 +194,12 @@ def main():
                 mode=dict(type="str", default="0644"),
             ), required_one_of=[("content", "secret_content")], mutually_exclusive=[("content", "secret_content")]),
             absent=dict(type="list", elements="path", default=[]),
+            modes=dict(type="list", elements="dict", default=[], options=dict(
+                path=dict(type="path", required=True),
+                mode=dict(type="str", required=True),
+                owner=dict(type="str"),
+                group=dict(type="str"),
+            )),
             slurm_conf=dict(type="path"),
             markers_dir=dict(type="path"),
         ),
@@ -206,6 +234,9 @@ def main():
             if not module.check_mode:
                 config_files.write_atomically(module, dest, text.encode("utf-8"), ".slurm_config_files.")
         changed = _attributes(module, dest, spec, changed) or changed
+    for spec in module.params["modes"]:
+        if os.path.exists(spec["path"]):
+            changed = _attributes(module, spec["path"], spec, changed) or changed
     removed = [path for path in module.params["absent"] if os.path.lexists(path)]
     for path in removed:
         if module._diff:

@@ -157,3 +157,14 @@ def test_absent_files_are_removed_once_without_asking_the_daemons_for_anything(r
     assert not first["config_changed"] and not first["restart_required"]
     second = run_module(absent)
     assert not second["changed"] and second["removed_files"] == []
+
+
+def test_modes_are_fixed_on_paths_that_exist_and_absent_ones_are_left_alone(run_module, tmp_path):
+    device = tmp_path / "fuse"
+    device.write_text("")
+    os.chmod(device, 0o600)
+    spec = {"modes": [{"path": str(device), "mode": "0666"}, {"path": str(tmp_path / "none"), "mode": "0666"}]}
+    assert run_module(spec)["changed"]
+    assert oct(device.stat().st_mode & 0o777) == "0o666"
+    assert not (tmp_path / "none").exists()
+    assert not run_module(spec)["changed"]
