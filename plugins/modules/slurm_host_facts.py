@@ -17,8 +17,8 @@ description:
   - Reads O(file) when it exists, as C(ansible.builtin.slurp) does.
   - With O(dpkg_installed), lists every package dpkg knows on apt hosts (C(dpkg-query -W)), so that the roles tell
     whether their packages are installed without a round trip of their own.
-  - Read-only. One module run where there were three (setup, a command and slurp): a round trip less twice on every
-    host on every run.
+  - Read-only. One module run where there were three (setup, a command and slurp), which saves two round trips
+    per host on every run.
 version_added: 0.3.0
 author:
   - hybridhpc.slurm developers (@hybridhpc)
