@@ -145,8 +145,8 @@ def test_pam_slurm_adopt_joins_the_transaction_of_compute_nodes_with_the_switch_
     named = {"slurm_pam_slurm_adopt": True, "pam_slurm_adopt_packages": ["pam-adopt-site"]}
     assert "pam-adopt-site" in host_packages(host_components("onprem-c1", GROUPS, named, False), DEBIAN, named)
     # the host's own switch wins over its cluster's, both ways ("false" as a text too)
-    assert "pam_slurm_adopt" not in host_components("onprem-c1", GROUPS, {"slurm_pam_slurm_adopt": True,
-                                                                           "pam_slurm_adopt_enabled": "false"}, False)
+    host_off = {"slurm_pam_slurm_adopt": True, "pam_slurm_adopt_enabled": "false"}
+    assert "pam_slurm_adopt" not in host_components("onprem-c1", GROUPS, host_off, False)
     assert "pam_slurm_adopt" in host_components("onprem-c1", GROUPS, {"pam_slurm_adopt_enabled": True}, False)
 
 

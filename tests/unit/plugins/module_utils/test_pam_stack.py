@@ -37,8 +37,14 @@ class Done(Exception):
 @pytest.fixture
 def with_blockinfile(monkeypatch, tmp_path):
     """``text`` after Ansible's blockinfile (the role's task before this module) with the role's marker and anchor."""
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", lambda self, **kw: (_ for _ in ()).throw(Done(kw)))
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", lambda self, **kw: (_ for _ in ()).throw(AssertionError(kw)))
+    def finish(self, **kwargs):
+        raise Done(kwargs)
+
+    def fail(self, **kwargs):
+        raise AssertionError(kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", finish)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail)
 
     def run(text, lines, state="present"):
         path = tmp_path / "sshd"
