@@ -641,3 +641,21 @@ def test_the_executor_carries_out_different_generic_nodes_at_once_and_each_ones_
     assert [u for u in slurm.updates if u[0] == "c1"] == [("c1", "k8scpu:3"), ("c1", "k8scpu:2")]
     # what was applied comes back in the actions' order, whichever lane finished first
     assert outcome.applied == actions
+
+
+class _MeetingClient:
+    """slurmrestd's client for the parallel reads test: the first two node reads wait for each other."""
+
+    def __init__(self):
+        self.meeting = threading.Barrier(2, timeout=10)
+        self.token = None
+
+    def node(self, name: str) -> dict:
+        if name in ("c1", "c2"):
+            self.meeting.wait()  # one read at a time never gets past this: the barrier breaks after 10 s
+        return {"name": name, "gres": "k8scpu:1", "state": ["IDLE"], "cpus": 4, "real_memory": 8000}
+
+
+def test_a_pass_reads_several_slurm_nodes_at_once():
+    slurm = RestSlurm(client=_MeetingClient())
+    assert sorted(slurm.node_states(["c1", "c2", "c3"])) == ["c1", "c2", "c3"]
