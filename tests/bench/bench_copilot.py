@@ -198,7 +198,8 @@ def start_profiler(pid: int, output: pathlib.Path) -> subprocess.Popen:
     if not os.path.exists(spy):
         raise RuntimeError("--profile needs py-spy (pip install py-spy)")
     return subprocess.Popen(
-        [spy, "record", "--pid", str(pid), "--rate", "200", "--gil", "--format", "raw", "--output", str(output)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [spy, "record", "--pid", str(pid), "--rate", "200", "--gil", "--format", "raw", "--output", str(output)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
 
 
