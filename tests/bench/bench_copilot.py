@@ -193,12 +193,13 @@ def wait_ready(copilot: CopilotProcess, timeout: float) -> float:
 
 
 def start_profiler(pid: int, output: pathlib.Path) -> subprocess.Popen:
-    """py-spy sampling the daemon's busy threads into collapsed stacks (one line per stack and its count)."""
+    """py-spy sampling the daemon's threads while they hold the GIL (its CPU, not its waits) into collapsed stacks."""
     spy = shutil.which("py-spy") or str(pathlib.Path(sys.executable).parent / "py-spy")
     if not os.path.exists(spy):
         raise RuntimeError("--profile needs py-spy (pip install py-spy)")
     return subprocess.Popen(
-        [spy, "record", "--pid", str(pid), "--rate", "200", "--format", "raw", "--output", str(output)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [spy, "record", "--pid", str(pid), "--rate", "200", "--gil", "--format", "raw", "--output", str(output)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
 
 

@@ -9,6 +9,7 @@ import json
 import pathlib
 import pkgutil
 import socket
+import threading
 
 import httpx
 import pytest
@@ -611,3 +612,50 @@ def test_the_backoff_forgets_actions_nobody_sent_again_for_a_while():
     now[0] = 10.0  # decided differently since: "gres 3" never went again
     backoff.failed("gres 2")
     assert backoff.failed("gres 3") == 0.5
+
+
+class _MeetingSlurm:
+    """Slurm's side of the executor for the lanes test: each GenericNode's first GRES update waits until the other's arrives."""
+
+    def __init__(self, parties: int):
+        self.meeting = threading.Barrier(parties, timeout=10)
+        self.updates: list[tuple[str, str]] = []
+        self.met: set[str] = set()
+
+    def set_node_gres(self, slurm_node: str, gres: str) -> None:
+        if slurm_node not in self.met:
+            self.met.add(slurm_node)
+            self.meeting.wait()  # one lane at a time never gets past this: the barrier breaks after 10 s
+        self.updates.append((slurm_node, gres))
+
+
+def test_the_executor_carries_out_different_generic_nodes_at_once_and_each_ones_actions_in_order():
+    slurm = _MeetingSlurm(parties=2)
+    actions = [
+        core.SetGres("k8s-c1", "c1", "k8scpu:3", (3, 0), "ledger wants"),
+        core.SetGres("k8s-c1", "c1", "k8scpu:2", (2, 0), "ledger wants"),
+        core.SetGres("k8s-c2", "c2", "k8scpu:1", (1, 0), "ledger wants"),
+    ]
+    outcome = Executor(None, slurm, None, lanes=2).run(actions)
+    assert outcome.errors == [] and outcome.wrote == 3
+    assert [u for u in slurm.updates if u[0] == "c1"] == [("c1", "k8scpu:3"), ("c1", "k8scpu:2")]
+    # what was applied comes back in the actions' order, whichever lane finished first
+    assert outcome.applied == actions
+
+
+class _MeetingClient:
+    """slurmrestd's client for the parallel reads test: the first two node reads wait for each other."""
+
+    def __init__(self):
+        self.meeting = threading.Barrier(2, timeout=10)
+        self.token = None
+
+    def node(self, name: str) -> dict:
+        if name in ("c1", "c2"):
+            self.meeting.wait()  # one read at a time never gets past this: the barrier breaks after 10 s
+        return {"name": name, "gres": "k8scpu:1", "state": ["IDLE"], "cpus": 4, "real_memory": 8000}
+
+
+def test_a_pass_reads_several_slurm_nodes_at_once():
+    slurm = RestSlurm(client=_MeetingClient())
+    assert sorted(slurm.node_states(["c1", "c2", "c3"])) == ["c1", "c2", "c3"]

@@ -9,7 +9,9 @@ installed on hosts.
 
 from __future__ import annotations
 
+import concurrent.futures
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
@@ -147,6 +149,9 @@ def vendored_client() -> ModuleType:
 
 # slurm_errno.h: slurmrestd could not talk to slurmctld (SLURM_COMMUNICATIONS_* 1001-1004,
 # SLURMCTLD_COMMUNICATIONS_* 1800-1804). 1007 (authentication) is not one of them.
+# Single-node reads of one pass that go to slurmrestd at once.
+READERS = 4
+
 _COMMUNICATION_ERRORS = frozenset((1001, 1002, 1003, 1004, 1800, 1801, 1802, 1803, 1804))
 
 
@@ -168,6 +173,8 @@ class RestSlurm:
         self.placeholder_job = dict(placeholder_job or {})  # extra job_desc fields: partition, account, qos, time_limit
         self.job_table = job_table or PlaceholderJobTable()
         self._clock = clock
+        self._reader_pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._readers_lock = threading.Lock()
         refresh = tokens.refresh if tokens is not None else None
         self.client = client or rest.SlurmrestdClient(
             url=url, user=user, token_provider=refresh, unix_socket=unix_socket, timeout=timeout, retries=2,
@@ -191,8 +198,20 @@ class RestSlurm:
             # Each node made a SlurmNode as it is decoded: the whole answer is never held as dicts.
             nodes: list[SlurmNode] = self._call(self.client.nodes, node_from_rest)
         else:
-            nodes = [node_from_rest(e) for e in (self._call(self.client.node, n) for n in names) if e]
+            wanted = list(names)
+            if len(wanted) > 1:
+                # Each read is a round trip that mostly waits: several go at once.
+                answers = list(self._readers().map(lambda name: self._call(self.client.node, name), wanted))
+            else:
+                answers = [self._call(self.client.node, name) for name in wanted]
+            nodes = [node_from_rest(e) for e in answers if e]
         return {node.name: node for node in nodes}
+
+    def _readers(self) -> concurrent.futures.ThreadPoolExecutor:
+        with self._readers_lock:
+            if self._reader_pool is None:
+                self._reader_pool = concurrent.futures.ThreadPoolExecutor(max_workers=READERS, thread_name_prefix="slurm-read")
+            return self._reader_pool
 
     def set_node_gres(self, name: str, gres: str) -> None:
         self._call(self.client.set_node_gres, name, gres)
