@@ -32,6 +32,20 @@ def _markers(marker):
     return marker.replace("{mark}", "BEGIN"), marker.replace("{mark}", "END")
 
 
+def _block_rows(rows, marker):
+    """(first, last) row of the block between the marker lines (the last of each, as blockinfile finds them), or None."""
+    begin, end = _markers(marker)
+    start = stop = None
+    for index, row in enumerate(rows):
+        if row.rstrip("\n") == begin:
+            start = index
+        if row.rstrip("\n") == end:
+            stop = index
+    if start is None or stop is None:
+        return None
+    return min(start, stop), max(start, stop)
+
+
 def put_block(text, lines, marker=BLOCK_MARKER, insert_after=INSERT_AFTER):
     """``text`` with ``lines`` between the marker lines: in place when the block exists, else after the anchor.
 
@@ -41,16 +55,10 @@ def put_block(text, lines, marker=BLOCK_MARKER, insert_after=INSERT_AFTER):
     begin, end = _markers(marker)
     rows = (text or "").splitlines(True)
     block = [begin + "\n"] + [line + "\n" for line in lines] + [end + "\n"]
-    start = stop = None
-    for index, row in enumerate(rows):
-        if row.rstrip("\n") == begin:
-            start = index
-        if row.rstrip("\n") == end:
-            stop = index
-    if start is not None and stop is not None:
-        low, high = min(start, stop), max(start, stop)
-        del rows[low:high + 1]
-        where = low
+    found = _block_rows(rows, marker)
+    if found is not None:
+        del rows[found[0]:found[1] + 1]
+        where = found[0]
     else:
         anchor = re.compile(insert_after)
         where = None
@@ -67,18 +75,11 @@ def put_block(text, lines, marker=BLOCK_MARKER, insert_after=INSERT_AFTER):
 
 def remove_block(text, marker=BLOCK_MARKER):
     """``text`` without the block between the marker lines (unchanged when there is none)."""
-    begin, end = _markers(marker)
     rows = (text or "").splitlines(True)
-    start = stop = None
-    for index, row in enumerate(rows):
-        if row.rstrip("\n") == begin:
-            start = index
-        if row.rstrip("\n") == end:
-            stop = index
-    if start is None or stop is None:
+    found = _block_rows(rows, marker)
+    if found is None:
         return text
-    low, high = min(start, stop), max(start, stop)
-    del rows[low:high + 1]
+    del rows[found[0]:found[1] + 1]
     return "".join(rows)
 
 

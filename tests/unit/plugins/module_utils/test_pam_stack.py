@@ -12,12 +12,9 @@ from __future__ import absolute_import, division, print_function  # noqa: UP010
 
 __metaclass__ = type  # noqa: UP001
 
-import json
 import pathlib
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
 from ansible.modules import blockinfile
 
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import pam_stack
@@ -30,30 +27,17 @@ LINES = [
 TAG = " # disabled by hybridhpc.slurm pam_slurm_adopt"
 
 
-class Done(Exception):
-    pass
-
-
 @pytest.fixture
-def with_blockinfile(monkeypatch, tmp_path):
+def with_blockinfile(module_main, tmp_path):
     """``text`` after Ansible's blockinfile (the role's task before this module) with the role's marker and anchor."""
-    def finish(self, **kwargs):
-        raise Done(kwargs)
-
-    def fail(self, **kwargs):
-        raise AssertionError(kwargs)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", finish)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail)
 
     def run(text, lines, state="present"):
         path = tmp_path / "sshd"
         path.write_text(text)
-        args = {"path": str(path), "marker": pam_stack.BLOCK_MARKER, "insertafter": pam_stack.INSERT_AFTER,
-                "block": "\n".join(lines) + "\n" if lines else "", "state": state}
-        monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
-        with pytest.raises(Done):
-            blockinfile.main()
+        result = module_main(blockinfile.main, {
+            "path": str(path), "marker": pam_stack.BLOCK_MARKER, "insertafter": pam_stack.INSERT_AFTER,
+            "block": "\n".join(lines) + "\n" if lines else "", "state": state})
+        assert not result.get("failed"), result
         return path.read_text()
 
     return run

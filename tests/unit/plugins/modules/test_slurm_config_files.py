@@ -16,8 +16,6 @@ import os
 import pwd
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_files
 from ansible_collections.hybridhpc.slurm.plugins.modules import slurm_config_files
@@ -27,26 +25,9 @@ GROUP = grp.getgrgid(os.getgid()).gr_name
 CONF = "ClusterName=a\nSlurmctldHost=ctl1\nSlurmctldPort=6817\nSlurmdTimeout=60\n"
 
 
-class Done(Exception):
-    pass
-
-
 @pytest.fixture
-def run_module(monkeypatch):
-    def finish(self, **kwargs):
-        raise Done(kwargs)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", finish)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", lambda self, **kw: finish(self, failed=True, **kw))
-
-    def run(args, check_mode=False, diff=False):
-        module_args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
-        monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": module_args})))
-        with pytest.raises(Done) as outcome:
-            slurm_config_files.main()
-        return outcome.value.args[0]
-
-    return run
+def run_module(module_main):
+    return lambda args, check_mode=False, diff=False: module_main(slurm_config_files.main, args, check_mode, diff)
 
 
 def args(tmp_path, conf=CONF, gres="Name=gpu\n", secret=None):

@@ -12,12 +12,9 @@ from __future__ import absolute_import, division, print_function  # noqa: UP010
 __metaclass__ = type  # noqa: UP001
 
 import base64
-import json
 import shutil
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
 from ansible.modules import setup
 
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import host_packages
@@ -26,25 +23,9 @@ from ansible_collections.hybridhpc.slurm.plugins.modules import slurm_host_facts
 SUBSET = ["min", "hardware", "virtual", "network"]
 
 
-class Done(Exception):
-    pass
-
-
 @pytest.fixture
-def run(monkeypatch):
-    def finish(self, **kwargs):
-        raise Done(kwargs)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", finish)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", lambda self, **kw: finish(self, failed=True, **kw))
-
-    def call(main, args):
-        monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
-        with pytest.raises(Done) as outcome:
-            main()
-        return outcome.value.args[0]
-
-    return call
+def run(module_main):
+    return module_main
 
 
 def test_the_facts_are_setups_for_the_same_subset(run):

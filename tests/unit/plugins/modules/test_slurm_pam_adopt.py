@@ -12,13 +12,11 @@ from __future__ import absolute_import, division, print_function  # noqa: UP010
 
 __metaclass__ = type  # noqa: UP001
 
-import json
 import os
 import pathlib
 
 import pytest
 from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.hybridhpc.slurm.plugins.modules import slurm_pam_adopt
 
@@ -30,10 +28,6 @@ LINES = [
     "account    sufficient   pam_access.so accessfile=ACCESS nodefgroup",
     "account    required     pam_slurm_adopt.so action_no_jobs=deny",
 ]
-
-
-class Done(Exception):
-    pass
 
 
 class Commands(object):
@@ -65,22 +59,12 @@ def node(tmp_path):
 
 
 @pytest.fixture
-def run_module(monkeypatch, node):
+def run_module(monkeypatch, module_main, node):
     commands = Commands(node / "pam.d" / "common-session")
     monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda self, argv, **kwargs: commands(argv, **kwargs))
 
-    def finish(self, **kwargs):
-        raise Done(kwargs)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", finish)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", lambda self, **kw: finish(self, failed=True, **kw))
-
     def run(args, check_mode=False, diff=False):
-        module_args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
-        monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": module_args})))
-        with pytest.raises(Done) as outcome:
-            slurm_pam_adopt.main()
-        return outcome.value.args[0]
+        return module_main(slurm_pam_adopt.main, args, check_mode, diff)
 
     run.commands = commands
     return run
