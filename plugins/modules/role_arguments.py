@@ -25,6 +25,9 @@ description:
 version_added: 0.2.0
 author:
   - hybridhpc.slurm developers (@hybridhpc)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
 options:
   roles:
     description: The roles to check; all of the collection's roles with an argument spec when empty.
@@ -38,14 +41,17 @@ options:
     default: []
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   action:
-    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
     support: full
+  async:
+    support: none
+  bypass_host_loop:
+    support: none
+  platform:
+    platforms: posix
 """
 
 EXAMPLES = r"""

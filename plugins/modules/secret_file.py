@@ -19,6 +19,8 @@ description:
 version_added: 0.1.0
 author:
   - hybridhpc.slurm developers (@hybridhpc)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 options:
   path:
     description: File to write.
@@ -42,12 +44,12 @@ options:
     default: "0400"
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: partial
     details: The diff shows the SHA-256, never the bytes.
+  platform:
+    platforms: posix
 """
 
 EXAMPLES = r"""

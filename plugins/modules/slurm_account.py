@@ -25,6 +25,7 @@ version_added: 0.2.0
 author:
   - hybridhpc.slurm developers (@hybridhpc)
 extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
   - hybridhpc.slurm.sacctmgr
   - hybridhpc.slurm.sacctmgr.association
 options:
@@ -72,11 +73,11 @@ options:
     type: str
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: full
+  platform:
+    platforms: posix
 seealso:
   - module: hybridhpc.slurm.slurm_qos
   - module: hybridhpc.slurm.slurm_user

@@ -21,6 +21,8 @@ description:
 version_added: 0.2.0
 author:
   - hybridhpc.slurm developers (@hybridhpc)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 options:
   directories:
     description: Directories to create (or fix) before the files.
@@ -109,12 +111,12 @@ options:
     type: path
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: partial
     details: Secret files are never diffed.
+  platform:
+    platforms: posix
 """
 
 EXAMPLES = r"""

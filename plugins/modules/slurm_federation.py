@@ -26,6 +26,7 @@ version_added: 0.1.0
 author:
   - hybridhpc.slurm developers (@hybridhpc)
 extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
   - hybridhpc.slurm.sacctmgr
 options:
   name:
@@ -80,11 +81,11 @@ options:
     elements: str
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: full
+  platform:
+    platforms: posix
 notes:
   - The whole member list is written with C(sacctmgr modify federation where
     name=NAME set clusters=a,b) (also for O(clusters_mode=add) and

@@ -22,6 +22,9 @@ description:
 version_added: 0.3.0
 author:
   - hybridhpc.slurm developers (@hybridhpc)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.facts
 options:
   gather_subset:
     description: The fact subsets, as for C(ansible.builtin.setup).
@@ -46,14 +49,13 @@ options:
     default: false
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   facts:
-    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
     support: full
+  platform:
+    platforms: posix
 """
 
 EXAMPLES = r"""

@@ -26,6 +26,8 @@ description:
 version_added: 0.3.0
 author:
   - hybridhpc.slurm developers (@hybridhpc)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 options:
   state:
     description: Whether sshd's account stack uses pam_slurm_adopt.
@@ -85,12 +87,12 @@ options:
     required: true
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: partial
     details: Files this module writes or removes; not the files C(pam-auth-update) regenerates.
+  platform:
+    platforms: posix
 """
 
 EXAMPLES = r"""

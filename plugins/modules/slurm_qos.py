@@ -22,6 +22,7 @@ version_added: 0.2.0
 author:
   - hybridhpc.slurm developers (@hybridhpc)
 extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
   - hybridhpc.slurm.sacctmgr
 options:
   name:
@@ -105,11 +106,11 @@ options:
     type: int
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: full
+  platform:
+    platforms: posix
 seealso:
   - module: hybridhpc.slurm.slurm_account
   - module: hybridhpc.slurm.slurm_user

@@ -23,6 +23,8 @@ description:
 version_added: 0.1.0
 author:
   - hybridhpc.slurm developers (@hybridhpc)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 options:
   username:
     description:
@@ -54,14 +56,14 @@ options:
     type: path
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details:
       - The token is minted in check mode too. That creates nothing on the host,
         and the tasks that use the token need it in check mode as well.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
+  platform:
+    platforms: posix
 requirements:
   - C(scontrol) (Debian package C(slurm-client)) on the target host, able to
     reach slurmctld.

@@ -24,6 +24,7 @@ version_added: 0.2.0
 author:
   - hybridhpc.slurm developers (@hybridhpc)
 extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
   - hybridhpc.slurm.sacctmgr
 options:
   name:
@@ -123,11 +124,11 @@ options:
     elements: str
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: full
+  platform:
+    platforms: posix
 notes:
   - The association settings mean the same as in M(hybridhpc.slurm.slurm_account)
     (TRES dicts are exact sets, times are compared in minutes, V(-1) clears a limit).

@@ -18,6 +18,8 @@ description:
 version_added: 0.2.0
 author:
   - hybridhpc.slurm developers (@hybridhpc)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 options:
   accounts:
     description: The accounts.
@@ -47,11 +49,11 @@ options:
         default: /usr/sbin/nologin
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
+  platform:
+    platforms: posix
 """
 
 EXAMPLES = r"""
