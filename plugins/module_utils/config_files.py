@@ -24,6 +24,15 @@ MARKER_PREFIX = "hybridhpc-pending-"
 MARKERS = ("restart", "reconfigure")
 
 
+def read_bytes(path):
+    """The file's bytes, or None when it does not exist or cannot be read."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return None
+
+
 def differs(current, wanted):
     """True when the file's bytes (None: absent) are not the wanted text's."""
     return current is None or current != wanted.encode("utf-8")

@@ -163,14 +163,6 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_files
 
 
-def _read(path):
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return None
-
-
 def _attributes(module, path, spec, changed):
     args = module.load_file_common_arguments(dict(path=path, owner=spec["owner"], group=spec["group"], mode=spec["mode"]))
     if module.check_mode and not os.path.exists(path):
@@ -222,7 +214,7 @@ def main():
         dest = spec["dest"]
         secret = spec["secret_content"] is not None
         text = spec["secret_content"] if secret else spec["content"]
-        current = _read(dest)
+        current = config_files.read_bytes(dest)
         if dest == module.params["slurm_conf"]:
             old_conf = current.decode("utf-8", "replace") if current is not None else None
             new_conf = text

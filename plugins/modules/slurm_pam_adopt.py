@@ -153,11 +153,8 @@ class Host(object):
 
     @staticmethod
     def read(path):
-        try:
-            with open(path, "rb") as handle:
-                return handle.read().decode("utf-8", "replace")
-        except (IOError, OSError):
-            return None
+        data = config_files.read_bytes(path)
+        return None if data is None else data.decode("utf-8", "replace")
 
     def write(self, path, text, mode="0644"):
         """Make ``path`` hold ``text``, owned by root with ``mode``; True when something changed."""

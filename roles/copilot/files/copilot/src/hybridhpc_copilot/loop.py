@@ -246,11 +246,6 @@ class Executor:
         outcome.add(self._run_lane(last))
         return outcome
 
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
-
     def _run_lane(self, actions: list[core.Action]) -> Outcome:
         """One GenericNode's actions in order (or, in the last lane, the actions tied to none)."""
         outcome = Outcome()
