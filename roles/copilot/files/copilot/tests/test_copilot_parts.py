@@ -258,7 +258,7 @@ def test_a_relist_keeps_the_cached_objects_the_list_shows_unchanged():
     double = KubeDouble(listen=False).start()
     for name in ("k8s-c1", "k8s-c2"):
         double.add_in_process(generic_node(name, name[4:], status={}))
-    informer = Informer(kube_client(double), GENERICNODES, keep=lambda obj: kept.append(obj) or compact(obj))
+    informer = Informer(kube_client(double), GENERICNODES, keep=lambda obj, cached: kept.append(obj) or compact(obj, cached))
     informer.relist()
     first = informer.snapshot()
     double.update_in_process("k8s-c2", lambda obj: obj.update(status={"admissions": {}}), subresource="status")
@@ -346,6 +346,30 @@ def test_compacted_objects_are_equal_share_their_small_parts_and_leave_the_origi
     assert compact({"status": status})["status"] is compact(status)
 
 
+def test_a_new_version_compacted_like_the_cached_one_reuses_its_unchanged_parts_and_only_those():
+    def parsed(**status):
+        return json.loads(json.dumps(generic_node(status={
+            "allocatedResources": [{"type": "Slurm", "allocated": {"cpu": "0", "memory": "0"}}],
+            "slurm": {"node": "c1", "cpus": 4, "flags": [True, 1]}, **status})))
+
+    cached = compact(parsed(admissions={}))
+    new = parsed(admissions={"default/p1": {"state": "Reserved"}})
+    new["metadata"]["resourceVersion"] = "11"
+    kept = compact(new, cached)
+    assert kept == new and kept["metadata"]["resourceVersion"] == "11" and kept["status"]["admissions"] == {"default/p1": {"state": "Reserved"}}
+    assert kept["spec"] is cached["spec"] and kept["status"]["slurm"] is cached["status"]["slurm"]  # unchanged: the cached part
+    assert kept["metadata"]["labels"] is cached["metadata"]["labels"]
+    assert compact(json.loads(json.dumps(cached)), cached) is cached  # nothing changed: the cached object itself
+    # Equal to Python is not equal as JSON: true is not 1, 1 is not 1.0; such a part is the new one.
+    retyped = json.loads(json.dumps(cached))
+    retyped["status"]["slurm"]["flags"] = [1, 1]
+    retyped["status"]["slurm"]["cpus"] = 4.0
+    kept = compact(retyped, cached)
+    assert kept["status"]["slurm"] is not cached["status"]["slurm"]
+    assert [type(v) for v in kept["status"]["slurm"]["flags"]] == [int, int] and type(kept["status"]["slurm"]["cpus"]) is float
+    assert kept["spec"] is cached["spec"]
+
+
 def test_the_poller_remembers_fingerprints_not_snapshots():
     slurm = FakeSlurm([FakeNode("c1", 4, 8000), FakeNode("c2", 4, 8000)])
     poller = SlurmPoller(rest_slurm_of(slurm))
@@ -358,6 +382,10 @@ def test_the_poller_remembers_fingerprints_not_snapshots():
     poller.on_change = seen.append
     poller.poll()
     assert seen == []  # poll_nodes noted c2's change already
+    del slurm.nodes["c2"]
+    assert poller.poll_nodes(["c2"]) == {} and set(poller.nodes) == {"c1"}  # gone from Slurm: gone from the snapshot
+    poller.poll()
+    assert seen == []
 
 
 def test_a_failing_api_server_makes_the_pass_report_not_crash():

@@ -89,9 +89,11 @@ def restore_unshared(observed: Observed, shared: set[str]) -> list[Action]:
     actions: list[Action] = []
     if observed.slurm_nodes is None:
         return actions
-    for slurm_name in sorted(observed.settings.configured):
-        slurm = observed.slurm_nodes.get(slurm_name)
-        if slurm_name in shared or slurm is None or None in slurm.counts or \
+    # The nodes Slurm was read for (an event pass reads only its own): a configured node not
+    # among them has nothing to compare, so looking through every configured node finds no more.
+    for slurm_name in sorted(observed.slurm_nodes.keys() & observed.settings.configured.keys()):
+        slurm = observed.slurm_nodes[slurm_name]
+        if slurm_name in shared or None in slurm.counts or \
                 observed.settings.strategy_of(slurm_name) != STRATEGY:
             continue
         cap = observed.settings.configured[slurm_name]

@@ -33,7 +33,7 @@ from typing import Any, TypeVar, cast
 
 from . import core, logs, names, placeholder
 from .backoff import Backoff
-from .kube import GENERICNODES, NODES, PODS, Conflict, Gone, Keep, Kube, KubeError, PermanentError, TemporaryError, object_key
+from .kube import GENERICNODES, NODES, PODS, Conflict, Gone, Kube, KubeError, PermanentError, TemporaryError, object_key
 from .ledger import JsonObject
 from .metrics import LedgerRow, Metrics
 from .poller import SlurmPoller
@@ -62,11 +62,19 @@ def _rv_newer(new: JsonObject, old: JsonObject | None) -> bool:
     return True
 
 
+# What an informer stores of an object, given the version it caches (None: none).
+KeepLike = Callable[[JsonObject, JsonObject | None], JsonObject]
+
+
 class Informer:
-    """One kind's objects, kept current by list + watch; ``keep(obj)``: the part of each object to store."""
+    """One kind's objects, kept current by list + watch.
+
+    ``keep(obj, cached)``: the part of each object to store, given the version
+    cached (``None``: none), whose unchanged parts it may reuse.
+    """
 
     def __init__(self, kube: Kube, kind: str, label_selector: str | None = None,
-                 on_change: Callable[[str, str | None], None] | None = None, keep: Keep | None = None):
+                 on_change: Callable[[str, str | None], None] | None = None, keep: KeepLike | None = None):
         self.kube, self.kind, self.label_selector, self.on_change = kube, kind, label_selector, on_change
         self.keep = keep
         self.store: dict[str, JsonObject] = {}
@@ -97,7 +105,7 @@ class Informer:
                     # that very version (kept, not replaced by a copy).
                     changed = current is None or not rv or rv != (current.get("metadata") or {}).get("resourceVersion")
                     if changed:
-                        self.store[key] = obj if self.keep is None else self.keep(obj)
+                        self.store[key] = obj if self.keep is None else self.keep(obj, current)
             elif event == "DELETED":
                 changed = self.store.pop(object_key(obj), None) is not None
             if rv:
@@ -117,14 +125,14 @@ class Informer:
         cached = self.get(object_key(obj)) if rv else None
         if cached is not None and (cached.get("metadata") or {}).get("resourceVersion") == rv:
             return cached
-        return obj if self.keep is None else self.keep(obj)
+        return obj if self.keep is None else self.keep(obj, cached)
 
     def put(self, obj: JsonObject) -> JsonObject:
         """An object we wrote or read ourselves (newer than, or as new as, what the watch said); returns it as kept."""
+        key = object_key(obj)
         if self.keep is not None:
-            obj = self.keep(obj)
+            obj = self.keep(obj, self.get(key))
         with self._lock:
-            key = object_key(obj)
             if _rv_newer(obj, self.store.get(key)):
                 self.store[key] = obj
         return obj
@@ -443,7 +451,7 @@ _shared: OrderedDict[tuple[object, ...], Any] = OrderedDict()
 _shared_lock = threading.Lock()
 
 
-def compact(value: _J) -> _J:
+def compact(value: _J, like: Any = None) -> _J:
     """``value`` (JSON-like) as the caches hold it: strings interned, equal small dicts and lists shared.
 
     Ten thousand GenericNodes repeat the same keys, labels, types, states,
@@ -454,19 +462,30 @@ def compact(value: _J) -> _J:
     never changed in place (the copilot copies what it changes). A container
     whose parts were all compact already is kept as it is, so a status the
     copilot wrote is shared with the action that wrote it, not copied.
+
+    ``like``: the version of this object the cache holds (compact already). A
+    new version differs from it in a few fields (the resourceVersion, one
+    ledger entry); each part equal to the cached one's is the cached one,
+    found by one comparison in C instead of walking and interning it again.
     """
-    return cast(_J, _compact(value))
+    return cast(_J, _compact(value, like))
 
 
-def _compact(value: Any) -> Any:
+def _compact(value: Any, like: Any = None) -> Any:
     if type(value) is str:
-        return sys.intern(value)
+        return like if type(like) is str and like == value else sys.intern(value)
     if type(value) is dict:
-        items = [(sys.intern(k) if type(k) is str else k, v if k in _UNIQUE else _compact(v)) for k, v in value.items()]
+        was = like if type(like) is dict else _EMPTY
+        items = [_compact_item(k, v, was) for k, v in value.items()]
+        if was is not _EMPTY and len(was) == len(items) and all(v is was.get(k, _EMPTY) for k, v in items):
+            return was  # every part is the cached one's: the cached object itself
         if not all(k is old_k and v is old_v for (k, v), (old_k, old_v) in zip(items, value.items(), strict=True)):
             value = dict(items)
     elif type(value) is list:
-        items = [(None, _compact(v)) for v in value]
+        was_list = like if type(like) is list and len(like) == len(value) else None
+        items = [(None, _compact(v, None if was_list is None else was_list[i])) for i, v in enumerate(value)]
+        if was_list is not None and all(v is old for (_k, v), old in zip(items, was_list, strict=True)):
+            return was_list
         if not all(v is old for (_k, v), old in zip(items, value, strict=True)):
             value = [v for _k, v in items]
     else:
@@ -486,11 +505,41 @@ def _compact(value: Any) -> Any:
     return value
 
 
+_EMPTY: Any = {}  # "no cached version" (its own object: no cached value is it)
+
+
+def _compact_item(key: Any, value: Any, was: dict[Any, Any]) -> tuple[Any, Any]:
+    """One entry of a dict compacted: the cached version's value when it equals the new one.
+
+    Python's ``==`` takes 1, 1.0 and True for equal; the API server does not
+    let a field change between them (the CRD's structural schema and the
+    built-in kinds fix each field's type), so an equal part is the same JSON.
+    """
+    key = sys.intern(key) if type(key) is str else key
+    old = was.get(key, _EMPTY)
+    if old is not _EMPTY and (old is value or (type(old) is type(value) and old == value and _same_types(old, value))):
+        return key, old
+    if key in _UNIQUE:
+        return key, value
+    return key, _compact(value, None if old is _EMPTY else old)
+
+
+def _same_types(a: Any, b: Any) -> bool:
+    """Whether two values Python finds equal are the same JSON: ``==`` takes 1, 1.0 and True for equal."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is dict:
+        return all(_same_types(v, b[k]) for k, v in a.items() if type(v) is not str)
+    if type(a) is list:
+        return all(_same_types(v, w) for v, w in zip(a, b, strict=True) if type(v) is not str)
+    return True
+
+
 def _compact_status(action: core.Action) -> core.Action:
     return dataclasses.replace(action, status=compact(action.status)) if isinstance(action, core.WriteStatus) else action
 
 
-def generic_node_fields(obj: JsonObject) -> JsonObject:
+def generic_node_fields(obj: JsonObject, cached: JsonObject | None = None) -> JsonObject:
     """A GenericNode as cached: all of it but ``metadata.managedFields``, compacted.
 
     The writes build their bodies from the cache: a PUT without managedFields
@@ -500,26 +549,26 @@ def generic_node_fields(obj: JsonObject) -> JsonObject:
     meta = obj.get("metadata")
     if isinstance(meta, dict) and "managedFields" in meta:
         obj = dict(obj, metadata={k: v for k, v in meta.items() if k != "managedFields"})
-    return compact(obj)
+    return compact(obj, cached)
 
 
-def pod_fields(obj: JsonObject) -> JsonObject:
+def pod_fields(obj: JsonObject, cached: JsonObject | None = None) -> JsonObject:
     """What pod_view reads of a pod: a cluster holds many large pods, of which the copilot reads five fields."""
     meta, status = obj.get("metadata") or {}, obj.get("status") or {}
     kept = {"metadata": {key: meta[key] for key in ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
                          if key in meta}}
     if isinstance(status, dict) and "phase" in status:
         kept["status"] = {"phase": status["phase"]}
-    return compact(kept)
+    return compact(kept, cached)
 
 
-def node_fields(obj: JsonObject) -> JsonObject:
+def node_fields(obj: JsonObject, cached: JsonObject | None = None) -> JsonObject:
     """What node_view reads of a Node (a real one also carries its images, conditions, addresses, ...)."""
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
     kept = {"metadata": {key: meta[key] for key in ("name", "resourceVersion", "annotations") if key in meta}}
     if isinstance(spec, dict) and "unschedulable" in spec:
         kept["spec"] = {"unschedulable": spec["unschedulable"]}
-    return compact(kept)
+    return compact(kept, cached)
 
 
 def pod_view(obj: JsonObject) -> core.Pod:

@@ -81,10 +81,10 @@ class SlurmPoller:
                 self.nodes = None
             raise
         with self._lock:
-            if self.nodes is not None:
-                nodes = {name: seen for name, seen in self.nodes.items() if name not in wanted}
-                nodes.update(fingerprints(fresh))
-                self.nodes = nodes
+            if self.nodes is not None:  # changed in place (only under the lock): a copy costs a dict of every node
+                for name in wanted.difference(fresh):
+                    self.nodes.pop(name, None)
+                self.nodes.update(fingerprints(fresh))
         return fresh
 
     def run(self, interval: float, stop: threading.Event, on_error: Callable[[Exception], None] | None = None) -> None:
