@@ -12,7 +12,7 @@ module: slurm_host_facts
 short_description: Read what the first play needs from a host in one round trip (facts, Slurm's candidate version, slurm.conf)
 description:
   - Gathers the host's facts with Ansible's own collectors, as C(ansible.builtin.setup) does with the same
-    O(gather_subset), and returns them as C(ansible_facts).
+    O(gather_subset), and returns them as C(ansible_facts); with O(filter), only the facts it names.
   - On hosts whose package manager is apt, reads C(apt-cache policy) of O(apt_policy) (the index as it is).
   - Reads O(file) when it exists, as C(ansible.builtin.slurp) does.
   - With O(dpkg_installed), lists every package dpkg knows on apt hosts (C(dpkg-query -W)), so that the roles tell
@@ -35,6 +35,17 @@ options:
     description: Seconds each fact collector may take, as for C(ansible.builtin.setup).
     type: int
     default: 10
+  filter:
+    description:
+      - Return only the facts whose names match one of these shell-style (fnmatch) patterns, with or without the
+        C(ansible_) prefix, as C(ansible.builtin.setup)'s O(ansible.builtin.setup#module:filter) does. An empty list
+        returns every fact gathered.
+      - Every task of the run carries each host's facts (Ansible copies and wraps them per host and task), so a
+        play that reads a few facts runs faster keeping only those; a compute node's devices and mounts are most
+        of its facts.
+    type: list
+    elements: str
+    default: []
   apt_policy:
     description: Packages whose C(apt-cache policy) to read on apt hosts; none read when empty.
     type: list
@@ -63,12 +74,13 @@ EXAMPLES = r"""
   hybridhpc.slurm.slurm_host_facts:
     apt_policy: [slurm-client]
     file: /etc/slurm/slurm.conf
+    filter: [distribution*, os_family, pkg_mgr, processor_*, memtotal_mb, default_ipv4, local]
   register: host_read
 """
 
 RETURN = r"""
 ansible_facts:
-  description: The host's facts, as C(ansible.builtin.setup) returns them for O(gather_subset).
+  description: The host's facts, as C(ansible.builtin.setup) returns them for O(gather_subset) and O(filter).
   returned: always
   type: dict
 apt_policy:
@@ -115,7 +127,7 @@ def gather(module):
         collector = ansible_collector.get_ansible_collector(
             all_collector_classes=default_collectors.collectors,
             namespace=PrefixFactNamespace(namespace_name="ansible", prefix="ansible_"),
-            filter_spec=[],
+            filter_spec=module.params["filter"],
             gather_subset=module.params["gather_subset"],
             gather_timeout=module.params["gather_timeout"],
             minimal_gather_subset=MINIMAL_GATHER_SUBSET,
@@ -138,6 +150,7 @@ def main():
         argument_spec=dict(
             gather_subset=dict(type="list", elements="str", default=["min", "hardware", "virtual", "network"]),
             gather_timeout=dict(type="int", default=10),
+            filter=dict(type="list", elements="str", default=[]),
             apt_policy=dict(type="list", elements="str", default=[]),
             file=dict(type="path"),
             dpkg_installed=dict(type="bool", default=False),

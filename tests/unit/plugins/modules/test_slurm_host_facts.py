@@ -41,6 +41,18 @@ def test_the_facts_are_setups_for_the_same_subset(run):
         assert ours["ansible_facts"].get(key) == theirs["ansible_facts"].get(key), key
 
 
+def test_a_filter_keeps_only_the_facts_it_names_as_setups_filter_does(run):
+    patterns = ["distribution*", "ansible_os_family", "processor_vcpus", "local"]
+    ours = run(slurm_host_facts.main, {"gather_subset": SUBSET, "filter": patterns})["ansible_facts"]
+    theirs = run(setup.main, {"gather_subset": SUBSET, "filter": patterns})["ansible_facts"]
+    assert set(ours) == set(theirs)
+    assert {"ansible_distribution", "ansible_distribution_release", "ansible_os_family", "ansible_processor_vcpus",
+            "ansible_local"} <= set(ours)
+    assert "ansible_devices" not in ours and "ansible_mounts" not in ours and "ansible_pkg_mgr" not in ours
+    unfiltered = run(slurm_host_facts.main, {"gather_subset": SUBSET})["ansible_facts"]
+    assert {key: unfiltered[key] for key in ours if key != "ansible_local"} == {k: v for k, v in ours.items() if k != "ansible_local"}
+
+
 def test_a_file_is_read_as_slurp_reads_it_and_a_missing_one_is_said(run, tmp_path):
     conf = tmp_path / "slurm.conf"
     conf.write_bytes(b"ClusterName=a\n\xff")
