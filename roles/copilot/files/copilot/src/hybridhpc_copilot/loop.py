@@ -509,11 +509,12 @@ _EMPTY: Any = {}  # "no cached version" (its own object: no cached value is it)
 
 
 def _compact_item(key: Any, value: Any, was: dict[Any, Any]) -> tuple[Any, Any]:
-    """One entry of a dict compacted: the cached version's value when it equals the new one.
+    """One entry of a dict compacted: the cached version's value when it is the same JSON as the new one.
 
-    Python's ``==`` takes 1, 1.0 and True for equal; the API server does not
-    let a field change between them (the CRD's structural schema and the
-    built-in kinds fix each field's type), so an equal part is the same JSON.
+    Python's ``==`` takes 1, 1.0 and True for equal, and the CRD keeps unknown
+    fields (ACK's among them) without fixing their types: a value equal to
+    Python is checked by :func:`_same_types` before the cached one stands for
+    it, else a later PUT would write such a field back with the old type.
     """
     key = sys.intern(key) if type(key) is str else key
     old = was.get(key, _EMPTY)
