@@ -15,6 +15,12 @@ Cases (--cases picks some):
   scale3/9/17        1 controller + 3, 9 and 17 compute nodes: seconds per added node,
                      cold and no-op (least-squares slope over the three sizes).
 
+Each run also tells where the machine's CPU went: the Ansible controller's
+(ansible-playbook, its workers and ssh clients) and the lab hosts' (the
+containers' cgroups: the modules that ran there), and, for the no-op run, the
+tasks that took the most controller CPU (tests/bench/callbacks/converge_task_cpu.py).
+Both share the machine's cores, so a no-op's wall time follows their sum.
+
 Results: .cache/bench/converge.json and a table on stdout. Lab-only; talks only
 to the lab's containers (and, inside them, to the Debian archive for packages).
 """
@@ -22,6 +28,7 @@ to the lab's containers (and, inside them, to the Debian archive for packages).
 from __future__ import annotations
 
 import argparse
+import configparser
 import json
 import os
 import re
@@ -39,6 +46,7 @@ LABCTL = ROOT / "lab" / "labctl.py"
 OUT = ROOT / ".cache" / "bench" / "converge.json"
 WORK = ROOT / ".cache" / "bench" / "converge-inventories"
 LOGS = ROOT / ".cache" / "bench" / "converge-logs"
+CALLBACKS = ROOT / "tests" / "bench" / "callbacks"
 RECAP = re.compile(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 ALL_CASES = ["federated5-ssh", "federated5-docker", "single3", "scale3", "scale9", "scale17"]
 
@@ -88,8 +96,46 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def converge(inventory: Path, env: dict, log_name: str) -> tuple[float, float, dict[str, int], str]:
-    """Run site.yml; (seconds, controller CPU seconds, changed per host, output). The output is kept in LOGS."""
+def container_cpu_seconds(names: list[str]) -> float:
+    """CPU the named containers have used so far (their cgroups: v1 cpuacct, or v2 cpu.stat)."""
+    res = run(["docker", "inspect", "-f", "{{.Id}}", *names])
+    total = 0.0
+    for cid in res.stdout.split():
+        v1 = Path(f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage")
+        v2 = Path(f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/cpu.stat")
+        if v1.exists():
+            total += int(v1.read_text()) / 1e9
+        elif v2.exists():
+            usage = re.search(r"^usage_usec (\d+)", v2.read_text(), re.M)
+            total += int(usage.group(1)) / 1e6 if usage else 0.0
+    return total
+
+
+def callbacks_env(env: dict) -> dict:
+    """env with the benchmark's task CPU callback enabled beside ansible.cfg's own callbacks."""
+    config = configparser.ConfigParser(interpolation=None)
+    config.read(ROOT / "ansible.cfg")
+    enabled = [c.strip() for c in config.get("defaults", "callbacks_enabled", fallback="").split(",") if c.strip()]
+    return dict(env, ANSIBLE_CALLBACK_PLUGINS=str(CALLBACKS),
+                ANSIBLE_CALLBACKS_ENABLED=",".join(enabled + ["converge_task_cpu"]))
+
+
+def top_tasks(rows: list[dict], count: int = 8) -> list[dict]:
+    """The tasks that took the most controller CPU, with how many hosts ran, skipped or changed them."""
+    ranked = sorted(rows, key=lambda row: -row["cpu_s"])[:count]
+    return [{"task": row["task"], "cpu_s": round(row["cpu_s"], 2), "hosts": row["hosts"]} for row in ranked]
+
+
+def converge(inventory: Path, env: dict, log_name: str, hosts: list[str] | None = None) -> dict:
+    """Run site.yml: seconds, controller and lab hosts' CPU seconds, changed per host, output, task CPU.
+
+    The output and the per-task CPU are kept in LOGS.
+    """
+    LOGS.mkdir(parents=True, exist_ok=True)
+    task_cpu = LOGS / (log_name.rsplit(".", 1)[0] + "-task-cpu.json")
+    task_cpu.unlink(missing_ok=True)
+    env = dict(callbacks_env(env), HYBRIDHPC_BENCH_TASK_CPU=str(task_cpu))
+    hosts_cpu = container_cpu_seconds(hosts) if hosts else 0.0
     cpu = children_cpu()
     start = time.monotonic()
     playbook = shutil.which("ansible-playbook", path=env.get("PATH")) or str(ROOT / ".venv" / "bin" / "ansible-playbook")
@@ -98,13 +144,16 @@ def converge(inventory: Path, env: dict, log_name: str) -> tuple[float, float, d
     # ansible-playbook, its workers and ssh: the Ansible controller's share of
     # the machine (the containers' own CPU is not in it).
     cpu = children_cpu() - cpu
+    hosts_cpu = container_cpu_seconds(hosts) - hosts_cpu if hosts else 0.0
     LOGS.mkdir(parents=True, exist_ok=True)
     (LOGS / log_name).write_text(res.stdout + res.stderr)
     if res.returncode != 0:
         tail = "\n".join(res.stdout.splitlines()[-40:])
         raise RuntimeError(f"site.yml failed on {inventory}:\n{tail}\n{res.stderr[-2000:]}")
     changed = {m.group(1): int(m.group(2)) for m in RECAP.finditer(res.stdout)}
-    return elapsed, cpu, changed, res.stdout
+    rows = json.loads(task_cpu.read_text()) if task_cpu.exists() else []
+    return {"seconds": elapsed, "controller_cpu_s": cpu, "hosts_cpu_s": hosts_cpu, "changed": changed,
+            "output": res.stdout, "tasks": rows}
 
 
 def measure(case: str, inventory: Path, connection: str, image: str) -> dict:
@@ -120,19 +169,24 @@ def measure(case: str, inventory: Path, connection: str, image: str) -> dict:
     try:
         # A fresh fact cache too: the first run must gather everything.
         shutil.rmtree(ROOT / ".cache" / "facts", ignore_errors=True)
-        cold, cold_cpu, cold_changed, _output = converge(inventory, env, f"{case}-cold.log")
-        log(f"{case}: cold {cold:.1f} s")
-        noop, noop_cpu, noop_changed, out = converge(inventory, env, f"{case}-noop.log")
-        log(f"{case}: no-op {noop:.1f} s, changed {sum(noop_changed.values())}")
-        drift = {h: c for h, c in noop_changed.items() if c}
+        cold = converge(inventory, env, f"{case}-cold.log")
+        log(f"{case}: cold {cold['seconds']:.1f} s")
+        # The hosts site.yml ran on are the lab's containers (same names).
+        hosts = sorted(cold["changed"])
+        noop = converge(inventory, env, f"{case}-noop.log", hosts)
+        log(f"{case}: no-op {noop['seconds']:.1f} s, changed {sum(noop['changed'].values())}")
+        drift = {h: c for h, c in noop["changed"].items() if c}
         if drift:
             raise RuntimeError(f"{case}: the second run changed {drift}; a no-op must report changed=0\n"
-                               + "\n".join(out.splitlines()[-60:]))
-        slurm_hosts = len(noop_changed)
-        return {"case": case, "connection": connection, "slurm_hosts": slurm_hosts,
-                "cold_s": round(cold, 1), "noop_s": round(noop, 1),
-                "cold_controller_cpu_s": round(cold_cpu, 1), "noop_controller_cpu_s": round(noop_cpu, 1),
-                "cold_changed": sum(cold_changed.values())}
+                               + "\n".join(noop["output"].splitlines()[-60:]))
+        return {"case": case, "connection": connection, "slurm_hosts": len(noop["changed"]),
+                "cold_s": round(cold["seconds"], 1), "noop_s": round(noop["seconds"], 1),
+                "cold_controller_cpu_s": round(cold["controller_cpu_s"], 1),
+                "noop_controller_cpu_s": round(noop["controller_cpu_s"], 1),
+                "noop_hosts_cpu_s": round(noop["hosts_cpu_s"], 1),
+                "noop_tasks": len(noop["tasks"]),
+                "noop_top_tasks": top_tasks(noop["tasks"]),
+                "cold_changed": sum(cold["changed"].values())}
     finally:
         down = run([sys.executable, LABCTL, "down", "--inventory", inventory], timeout=600)
         if down.returncode != 0:
@@ -151,13 +205,20 @@ def slope(points: list[tuple[int, float]]) -> float | None:
 
 
 def table(report: dict) -> str:
-    lines = [f"{'case':20} {'conn':7} {'hosts':>5} {'cold s':>8} {'no-op s':>8} {'no-op ctl cpu s':>16}"]
+    lines = [f"{'case':20} {'conn':7} {'hosts':>5} {'cold s':>8} {'no-op s':>8} {'no-op ctl cpu s':>16}"
+             f" {'no-op hosts cpu s':>18}"]
     for r in report["cases"]:
         lines.append(f"{r['case']:20} {r['connection']:7} {r['slurm_hosts']:>5} {r['cold_s']:>8} {r['noop_s']:>8}"
-                     f" {r['noop_controller_cpu_s']:>16}")
+                     f" {r['noop_controller_cpu_s']:>16} {r['noop_hosts_cpu_s']:>18}")
     per = report.get("per_added_compute_node")
     if per:
-        lines.append(f"per added compute node: cold {per['cold_s']} s, no-op {per['noop_s']} s")
+        lines.append(f"per added compute node: cold {per['cold_s']} s, no-op {per['noop_s']} s"
+                     f" (no-op CPU: controller {per['noop_controller_cpu_s']} s, hosts {per['noop_hosts_cpu_s']} s)")
+    for r in report["cases"]:
+        lines.append(f"{r['case']} no-op, {r['noop_tasks']} tasks; the most controller CPU:")
+        for task in r["noop_top_tasks"][:5]:
+            counts = ", ".join(f"{n} {status}" for status, n in sorted(task["hosts"].items()))
+            lines.append(f"  {task['cpu_s']:6.2f} s  {task['task'][:90]}  ({counts})")
     return "\n".join(lines)
 
 
@@ -185,6 +246,8 @@ def main() -> None:
         report["per_added_compute_node"] = {
             "cold_s": slope([(n, r["cold_s"]) for n, r in scale]),
             "noop_s": slope([(n, r["noop_s"]) for n, r in scale]),
+            "noop_controller_cpu_s": slope([(n, r["noop_controller_cpu_s"]) for n, r in scale]),
+            "noop_hosts_cpu_s": slope([(n, r["noop_hosts_cpu_s"]) for n, r in scale]),
         }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(report, indent=2) + "\n")
