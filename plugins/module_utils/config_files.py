@@ -33,11 +33,6 @@ def read_bytes(path):
         return None
 
 
-def differs(current, wanted):
-    """True when the file's bytes (None: absent) are not the wanted text's."""
-    return current is None or current != wanted.encode("utf-8")
-
-
 def write_atomically(module, path, data, prefix):
     """Write bytes to path through a 0600 temporary file in its directory and an atomic move.
 

@@ -9,7 +9,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 module: slurm_config_files
-short_description: Write every configuration file of a host in one step, and say what the daemons must do
+short_description: Write every configuration file of a host in one step, say what the daemons must do, and run one
 description:
   - Creates the directories, then writes each file whose content or attributes differ (atomically), in one
     round trip instead of one template task per file.
@@ -17,6 +17,8 @@ description:
     by comparing the old and the new slurm.conf.
   - With O(markers_dir), records that decision in marker files that survive a failed run, and reports the
     markers left by an earlier one; the daemon roles remove them once the restart or reconfigure happened.
+  - With O(service), keeps the daemon whose files these are enabled and running in the same round trip, restarting
+    it when one of its files changed: one step where a file task and a service task took two on every run.
   - Render the content on the Ansible controller (for example with the C(ansible.builtin.template) lookup).
 version_added: 0.2.0
 author:
@@ -57,10 +59,16 @@ options:
         type: path
         required: true
       content:
-        description: Its text (shown in diffs). Give exactly one of O(files[].content) and O(files[].secret_content).
+        description:
+          - Its text (shown in diffs). Give exactly one of O(files[].content), O(files[].secret_content) and
+            O(files[].secret_content_b64).
         type: str
       secret_content:
         description: Its text when it holds a secret (a database password); never logged, never diffed.
+        type: str
+      secret_content_b64:
+        description:
+          - Its bytes, base64-encoded, when it holds a binary secret (the MUNGE key); never logged, never diffed.
         type: str
       owner:
         description: Owner.
@@ -109,6 +117,32 @@ options:
   markers_dir:
     description: Where the pending restart/reconfigure markers live (for example /var/lib/slurm).
     type: path
+  service:
+    description:
+      - The systemd unit of the daemon these files are for, kept running once they are in place (one
+        C(systemctl show) reads its state). It starts when stopped, restarts when one of O(files) changed and
+        O(service.restart_on_change) is set, and restarts anyway with O(service.state=restarted).
+      - A unit systemd does not know fails the task, except in check mode, where this run may be the one that
+        would install its package.
+    type: dict
+    suboptions:
+      name:
+        description: The unit (C(munge), C(slurmd)).
+        type: str
+        required: true
+      state:
+        description: C(restarted) restarts the daemon whatever its state (a change it can only read at start).
+        type: str
+        choices: [started, restarted]
+        default: started
+      enabled:
+        description: Enable the unit at boot when it is not; with C(false) its boot setting is left as it is.
+        type: bool
+        default: true
+      restart_on_change:
+        description: Restart the running daemon when one of O(files) changed in this run (it reads them at start).
+        type: bool
+        default: true
 attributes:
   check_mode:
     support: full
@@ -146,6 +180,12 @@ changed_files:
   returned: always
   type: list
   elements: str
+service_actions:
+  description: The C(systemctl) verbs run on O(service.name), in order (or that would run, in check mode).
+  returned: always
+  type: list
+  elements: str
+  sample: [enable, start]
 restart_required:
   description: The daemons must restart (a key reconfigure cannot apply changed, now or in an interrupted run).
   returned: always
@@ -156,11 +196,13 @@ config_changed:
   type: bool
 """
 
+import base64
+import binascii
 import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_files
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_files, systemd_unit
 
 
 def _attributes(module, path, spec, changed):
@@ -168,6 +210,41 @@ def _attributes(module, path, spec, changed):
     if module.check_mode and not os.path.exists(path):
         return True
     return module.set_fs_attributes_if_different(args, changed)
+
+
+def _wanted_bytes(module, spec):
+    """The file's wanted bytes and whether they are a secret."""
+    if spec["secret_content_b64"] is not None:
+        try:
+            return base64.b64decode(spec["secret_content_b64"], validate=True), True
+        except (binascii.Error, ValueError):
+            module.fail_json(msg="files: secret_content_b64 of %s is not valid base64" % spec["dest"])
+    if spec["secret_content"] is not None:
+        return spec["secret_content"].encode("utf-8"), True
+    return spec["content"].encode("utf-8"), False
+
+
+def _run_service(module, files_changed):
+    """Enable, start or restart the daemon of O(service); the verbs run (or that would, in check mode)."""
+    service = module.params["service"]
+    if not service:
+        return []
+    systemctl = module.get_bin_path("systemctl", required=True)
+    rc, out, err = module.run_command(systemd_unit.show_command(systemctl, service["name"]))
+    if rc != 0:
+        module.fail_json(msg="systemctl show %s failed: %s" % (service["name"], err.strip()))
+    actions, error = systemd_unit.unit_actions(
+        service["name"], systemd_unit.parse_show(out), service["enabled"], service["state"],
+        files_changed, service["restart_on_change"], module.check_mode)
+    if error:
+        module.fail_json(msg=error)
+    if not module.check_mode:
+        for verb in actions:
+            rc, out, err = module.run_command([systemctl, verb, "--", service["name"]])
+            if rc != 0:
+                module.fail_json(msg="systemctl %s %s failed: %s" % (verb, service["name"], (err or out).strip()),
+                                 service_actions=actions)
+    return actions
 
 
 def main():
@@ -183,10 +260,12 @@ def main():
                 dest=dict(type="path", required=True),
                 content=dict(type="str"),
                 secret_content=dict(type="str", no_log=True),
+                secret_content_b64=dict(type="str", no_log=True),
                 owner=dict(type="str", default="root"),
                 group=dict(type="str", default="root"),
                 mode=dict(type="str", default="0644"),
-            ), required_one_of=[("content", "secret_content")], mutually_exclusive=[("content", "secret_content")]),
+            ), required_one_of=[("content", "secret_content", "secret_content_b64")],
+                mutually_exclusive=[("content", "secret_content", "secret_content_b64")]),
             absent=dict(type="list", elements="path", default=[]),
             modes=dict(type="list", elements="dict", default=[], options=dict(
                 path=dict(type="path", required=True),
@@ -196,6 +275,12 @@ def main():
             )),
             slurm_conf=dict(type="path"),
             markers_dir=dict(type="path"),
+            service=dict(type="dict", options=dict(
+                name=dict(type="str", required=True),
+                state=dict(type="str", choices=["started", "restarted"], default="started"),
+                enabled=dict(type="bool", default=True),
+                restart_on_change=dict(type="bool", default=True),
+            )),
         ),
         supports_check_mode=True,
     )
@@ -212,21 +297,21 @@ def main():
     old_conf = new_conf = None
     for spec in module.params["files"]:
         dest = spec["dest"]
-        secret = spec["secret_content"] is not None
-        text = spec["secret_content"] if secret else spec["content"]
+        data, secret = _wanted_bytes(module, spec)
         current = config_files.read_bytes(dest)
         if dest == module.params["slurm_conf"]:
             old_conf = current.decode("utf-8", "replace") if current is not None else None
-            new_conf = text
-        if config_files.differs(current, text):
+            new_conf = data.decode("utf-8", "replace")
+        if current != data:
             changed_files.append(dest)
             if module._diff and not secret:
                 diffs.append(dict(
                     before_header=dest, after_header=dest,
-                    before=current.decode("utf-8", "replace") if current is not None else "", after=text,
+                    before=current.decode("utf-8", "replace") if current is not None else "",
+                    after=data.decode("utf-8", "replace"),
                 ))
             if not module.check_mode:
-                config_files.write_atomically(module, dest, text.encode("utf-8"), ".slurm_config_files.")
+                config_files.write_atomically(module, dest, data, ".slurm_config_files.")
         changed = _attributes(module, dest, spec, changed) or changed
     for spec in module.params["modes"]:
         if os.path.exists(spec["path"]):
@@ -253,8 +338,12 @@ def main():
             os.close(fd)
             changed = True
 
+    # After the files: the daemon starts (or restarts) with them in place.
+    service_actions = _run_service(module, bool(changed_files))
+    changed = changed or bool(service_actions)
+
     result = dict(changed=changed, changed_files=changed_files, removed_files=removed,
-                  restart_required=restart_required, config_changed=config_changed)
+                  restart_required=restart_required, config_changed=config_changed, service_actions=service_actions)
     if module._diff and diffs:
         result["diff"] = diffs
     module.exit_json(**result)

@@ -120,8 +120,6 @@ def test_decide_without_markers_dir_inputs():
     assert config_files.decide([], "/etc/slurm/slurm.conf", CONF, CONF, []) == ([], False, False)
     assert config_files.decide(["/etc/slurm/gres.conf"], "/etc/slurm/slurm.conf", CONF, CONF, ["restart"]) == (
         ["reconfigure"], True, True)
-    assert config_files.differs(None, "")
-    assert not config_files.differs(b"x\n", "x\n")
 
 
 def test_absent_files_are_removed_once_without_asking_the_daemons_for_anything(run_module, tmp_path):
@@ -149,3 +147,108 @@ def test_modes_are_fixed_on_paths_that_exist_and_absent_ones_are_left_alone(run_
     assert oct(device.stat().st_mode & 0o777) == "0o666"
     assert not (tmp_path / "none").exists()
     assert not run_module(spec)["changed"]
+
+
+# The daemon's unit, through a stand-in for systemctl on PATH: it keeps the
+# unit's state in a file and logs the verbs it was given (the real systemd is
+# exercised by the molecule scenarios: munge and slurmd on every lab node).
+SYSTEMCTL = """#!/usr/bin/env python3
+import json, sys
+state_file, log_file = sys.argv[0] + ".state", sys.argv[0] + ".log"
+state = json.load(open(state_file))
+args = [a for a in sys.argv[1:] if a != "--"]
+if args[0] == "show":
+    print("\\n".join("%s=%s" % kv for kv in state.items()))
+    sys.exit(0)
+open(log_file, "a").write(" ".join(args) + "\\n")
+if state.get("fail") == args[0]:
+    print("Job for %s failed." % args[1], file=sys.stderr)
+    sys.exit(1)
+if args[0] in ("start", "restart"):
+    state["ActiveState"] = "active"
+if args[0] == "enable":
+    state["UnitFileState"] = "enabled"
+json.dump(state, open(state_file, "w"))
+"""
+
+
+@pytest.fixture
+def systemctl(tmp_path, monkeypatch):
+    """``set(**unit state)`` and ``verbs()``: the stand-in's state and the verbs it ran."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "systemctl"
+    tool.write_text(SYSTEMCTL)
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, os.environ.get("PATH", "")))
+
+    class Unit:
+        @staticmethod
+        def set(**state):
+            (bin_dir / "systemctl.state").write_text(json.dumps(state))
+
+        @staticmethod
+        def verbs():
+            log = bin_dir / "systemctl.log"
+            return log.read_text().splitlines() if log.exists() else []
+
+    Unit.set(LoadState="loaded", ActiveState="inactive", UnitFileState="disabled")
+    return Unit
+
+
+KEY = "c2VjcmV0AAEC/w=="  # bytes that are not UTF-8 text, as a MUNGE key's
+
+
+def key_args(tmp_path, key=KEY, **service):
+    return {"files": [{"dest": str(tmp_path / "munge.key"), "secret_content_b64": key,
+                       "owner": USER, "group": GROUP, "mode": "0400"}],
+            "service": dict({"name": "munge"}, **service)}
+
+
+def test_the_daemon_starts_once_its_files_are_in_place_then_nothing_happens(run_module, tmp_path, systemctl):
+    first = run_module(key_args(tmp_path))
+    assert first["changed"] and first["service_actions"] == ["enable", "start"]
+    assert (tmp_path / "munge.key").read_bytes() == b"secret\x00\x01\x02\xff"
+    assert oct((tmp_path / "munge.key").stat().st_mode & 0o777) == "0o400"
+    again = run_module(key_args(tmp_path))
+    assert not again["changed"] and again["service_actions"] == []
+    assert systemctl.verbs() == ["enable munge", "start munge"]
+
+
+def test_a_changed_file_restarts_the_running_daemon_and_check_mode_only_says_so(run_module, tmp_path, systemctl):
+    run_module(key_args(tmp_path))
+    new_key = "bmV3IGtleQ=="
+    check = run_module(key_args(tmp_path, key=new_key), check_mode=True, diff=True)
+    assert check["changed"] and check["service_actions"] == ["restart"] and "diff" not in check
+    assert systemctl.verbs() == ["enable munge", "start munge"]
+    assert (tmp_path / "munge.key").read_bytes() == b"secret\x00\x01\x02\xff"
+    result = run_module(key_args(tmp_path, key=new_key))
+    assert result["service_actions"] == ["restart"] and (tmp_path / "munge.key").read_bytes() == b"new key"
+    assert systemctl.verbs()[-1] == "restart munge"
+
+
+def test_a_restart_asked_for_happens_without_a_file_change(run_module, tmp_path, systemctl):
+    run_module(key_args(tmp_path))
+    result = run_module(key_args(tmp_path, state="restarted", restart_on_change=False))
+    assert result["changed"] and result["service_actions"] == ["restart"]
+
+
+def test_the_secret_never_shows_and_a_failed_start_says_which_verb(run_module, tmp_path, systemctl):
+    systemctl.set(LoadState="loaded", ActiveState="inactive", UnitFileState="enabled", fail="start")
+    result = run_module(key_args(tmp_path))
+    assert result["failed"] and result["msg"] == "systemctl start munge failed: Job for munge failed."
+    assert KEY not in json.dumps(result)
+
+
+def test_an_unknown_unit_fails_but_check_mode_on_a_new_host_says_it_would_start(run_module, tmp_path, systemctl):
+    systemctl.set(LoadState="not-found", ActiveState="inactive", UnitFileState="")
+    assert run_module(key_args(tmp_path), check_mode=True)["service_actions"] == ["enable", "start"]
+    failed = run_module(key_args(tmp_path))
+    assert failed["failed"] and "install the package that brings it first" in failed["msg"]
+    assert systemctl.verbs() == []
+
+
+def test_a_secret_that_is_not_base64_fails_without_showing_it(run_module, tmp_path):
+    result = run_module({"files": [{"dest": str(tmp_path / "munge.key"), "secret_content_b64": "not base64!"}]})
+    assert result["failed"] and result["msg"] == "files: secret_content_b64 of %s is not valid base64" % (
+        tmp_path / "munge.key")

@@ -1,0 +1,68 @@
+# -*- coding: utf-8 -*-
+# Copyright: hybridhpc.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What a daemon's unit needs after its files were written: enable, start or restart.
+
+slurm_config_files writes a daemon's files and keeps the daemon running in the
+same module run (one round trip where a file task and a service task took two
+on every host and run). It reads the unit's state with one ``systemctl show``;
+the decision is here, pure: a daemon whose files changed restarts (it reads
+them only at start), a stopped one starts, and a restart the caller asks for
+(a change ``scontrol reconfigure`` cannot apply) happens whatever its state.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+SHOW_PROPERTIES = ("LoadState", "ActiveState", "UnitFileState")
+
+# As ansible.builtin.systemd_service: a unit on its way up counts as running.
+RUNNING = ("active", "activating", "reloading")
+
+# States `systemctl is-enabled` answers 0 for: nothing to enable.
+ENABLED = ("enabled", "enabled-runtime", "static", "alias", "indirect", "generated", "transient")
+
+
+def show_command(systemctl, name):
+    return [systemctl, "show", "--property=" + ",".join(SHOW_PROPERTIES), "--", name]
+
+
+def parse_show(text):
+    """``systemctl show --property=...`` output as a dict (``Key=value`` lines)."""
+    state = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            state[key.strip()] = value.strip()
+    return state
+
+
+def unit_actions(name, state, enabled, wanted, files_changed, restart_on_change, check_mode):
+    """The ``systemctl`` verbs to run, in order, and an error (None when there is none).
+
+    state: parse_show's dict; enabled: True to enable the unit, None to leave
+    it as it is; wanted: ``started`` or ``restarted``; files_changed: this run
+    changed a file of the daemon; restart_on_change: restart a running daemon
+    whose files changed. A unit systemd does not know is an error, except in
+    check mode, where the package that brings it may be one this run would
+    install: it would then be enabled and started.
+    """
+    if wanted not in ("started", "restarted"):
+        return [], "service.state: %r is not one of started, restarted" % (wanted,)
+    if state.get("LoadState") != "loaded":
+        if check_mode:
+            return (["enable"] if enabled else []) + ["start"], None
+        return [], "unit %s is not loaded (LoadState=%s): install the package that brings it first" % (
+            name, state.get("LoadState") or "unknown")
+    if state.get("UnitFileState") == "masked":
+        return [], "unit %s is masked: unmask it (systemctl unmask %s) or let the inventory stop managing it" % (name, name)
+    actions = []
+    if enabled and state.get("UnitFileState") not in ENABLED:
+        actions.append("enable")
+    running = state.get("ActiveState") in RUNNING
+    if wanted == "restarted" or (running and files_changed and restart_on_change):
+        actions.append("restart")
+    elif not running:
+        actions.append("start")
+    return actions, None

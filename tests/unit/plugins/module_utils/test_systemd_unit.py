@@ -1,0 +1,67 @@
+# Copyright: hybridhpc.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""systemd_unit: what a daemon's unit needs once its files are written."""
+
+from __future__ import absolute_import, division, print_function  # noqa: UP010
+
+__metaclass__ = type  # noqa: UP001
+
+import pytest
+
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import systemd_unit
+
+RUNNING = {"LoadState": "loaded", "ActiveState": "active", "UnitFileState": "enabled"}
+STOPPED = {"LoadState": "loaded", "ActiveState": "inactive", "UnitFileState": "disabled"}
+
+
+def actions(state, enabled=True, wanted="started", files_changed=False, restart_on_change=True, check_mode=False):
+    return systemd_unit.unit_actions("munge", state, enabled, wanted, files_changed, restart_on_change, check_mode)
+
+
+def test_parse_show_reads_key_value_lines():
+    text = "LoadState=loaded\nActiveState=active\nUnitFileState=enabled\n\nnoise\n"
+    assert systemd_unit.parse_show(text) == RUNNING
+
+
+def test_show_reads_only_the_three_properties():
+    assert systemd_unit.show_command("/bin/systemctl", "munge") == [
+        "/bin/systemctl", "show", "--property=LoadState,ActiveState,UnitFileState", "--", "munge"]
+
+
+@pytest.mark.parametrize("state, kwargs, expected", [
+    # A converged node: nothing at all (the no-op of every run).
+    (RUNNING, {}, []),
+    # A stopped, disabled daemon: enabled first, then started.
+    (STOPPED, {}, ["enable", "start"]),
+    # Its boot setting left alone when enabled is not asked.
+    (STOPPED, {"enabled": None}, ["start"]),
+    (dict(STOPPED, UnitFileState="static"), {}, ["start"]),
+    # A daemon still starting counts as running, as for systemd_service.
+    (dict(RUNNING, ActiveState="activating"), {}, []),
+    # Its files changed: it reads them only at start.
+    (RUNNING, {"files_changed": True}, ["restart"]),
+    (RUNNING, {"files_changed": True, "restart_on_change": False}, []),
+    # Stopped with new files: a start reads them, no restart on top.
+    (dict(STOPPED, UnitFileState="enabled"), {"files_changed": True}, ["start"]),
+    # A restart asked for (a change reconfigure cannot apply): whatever its state.
+    (RUNNING, {"wanted": "restarted"}, ["restart"]),
+    (STOPPED, {"wanted": "restarted"}, ["enable", "restart"]),
+    # Check mode on a host whose package this run would install: it would be enabled and started.
+    ({"LoadState": "not-found", "ActiveState": "inactive"}, {"check_mode": True}, ["enable", "start"]),
+])
+def test_unit_actions(state, kwargs, expected):
+    assert actions(state, **kwargs) == (expected, None)
+
+
+def test_an_unknown_unit_fails_outside_check_mode_naming_the_fix():
+    verbs, error = actions({"LoadState": "not-found", "ActiveState": "inactive"})
+    assert verbs == [] and "unit munge is not loaded (LoadState=not-found)" in error and "install the package" in error
+
+
+def test_a_masked_unit_fails_naming_the_fix():
+    verbs, error = actions(dict(RUNNING, UnitFileState="masked", ActiveState="inactive"))
+    assert verbs == [] and "systemctl unmask munge" in error
+
+
+def test_an_unknown_state_is_refused():
+    assert actions(RUNNING, wanted="reloaded")[1] == "service.state: 'reloaded' is not one of started, restarted"
