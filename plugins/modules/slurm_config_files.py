@@ -143,6 +143,11 @@ options:
         description: Restart the running daemon when one of O(files) changed in this run (it reads them at start).
         type: bool
         default: true
+      applied_markers_dir:
+        description:
+          - Where the pending restart/reconfigure markers of O(markers_dir) live. Once the daemon started or
+            restarted here, it read every file, so the markers there go: the change they kept is applied.
+        type: path
 attributes:
   check_mode:
     support: full
@@ -244,6 +249,11 @@ def _run_service(module, files_changed):
             if rc != 0:
                 module.fail_json(msg="systemctl %s %s failed: %s" % (verb, service["name"], (err or out).strip()),
                                  service_actions=actions)
+        if service["applied_markers_dir"] and set(actions) & {"start", "restart"}:
+            for name in config_files.MARKERS:
+                path = config_files.marker_path(service["applied_markers_dir"], name)
+                if os.path.exists(path):
+                    os.unlink(path)
     return actions
 
 
@@ -280,6 +290,7 @@ def main():
                 state=dict(type="str", choices=["started", "restarted"], default="started"),
                 enabled=dict(type="bool", default=True),
                 restart_on_change=dict(type="bool", default=True),
+                applied_markers_dir=dict(type="path"),
             )),
         ),
         supports_check_mode=True,

@@ -252,3 +252,22 @@ def test_a_secret_that_is_not_base64_fails_without_showing_it(run_module, tmp_pa
     result = run_module({"files": [{"dest": str(tmp_path / "munge.key"), "secret_content_b64": "not base64!"}]})
     assert result["failed"] and result["msg"] == "files: secret_content_b64 of %s is not valid base64" % (
         tmp_path / "munge.key")
+
+
+def test_a_start_or_restart_applies_the_pending_markers_and_nothing_else_does(run_module, tmp_path, systemctl):
+    state = tmp_path / "state"
+    state.mkdir()
+    for name in ("restart", "reconfigure"):
+        (state / ("hybridhpc-pending-" + name)).touch()
+    service = {"name": "slurmd", "applied_markers_dir": str(state)}
+    run_module({"service": dict(service, state="restarted")}, check_mode=True)
+    assert markers(tmp_path) == ["hybridhpc-pending-reconfigure", "hybridhpc-pending-restart"]
+    systemctl.set(LoadState="loaded", ActiveState="active", UnitFileState="enabled")
+    assert run_module({"service": service})["service_actions"] == []
+    assert markers(tmp_path) == ["hybridhpc-pending-reconfigure", "hybridhpc-pending-restart"]
+    assert run_module({"service": dict(service, state="restarted")})["service_actions"] == ["restart"]
+    assert markers(tmp_path) == []
+    (state / "hybridhpc-pending-reconfigure").touch()
+    systemctl.set(LoadState="loaded", ActiveState="failed", UnitFileState="enabled")
+    assert run_module({"service": service})["service_actions"] == ["start"]
+    assert markers(tmp_path) == []
