@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import subprocess
@@ -9,7 +10,8 @@ import sys
 
 import httpx
 import pytest
-from copilot_builders import generic_node, observed, rest_slurm, slurm_node
+from copilot_builders import admission, entry, generic_node, observed, pod, rest_slurm, slurm_node
+from copilot_process import KubeDouble
 from fakes.slurm_state import FakeNode, FakeSlurm
 from fakes.slurmrestd import FakeSlurmrestd
 from memory_peak import peak_allocations
@@ -115,3 +117,61 @@ def test_a_first_start_keeps_each_decided_status_compacted_as_it_goes():
     assert len(statuses) == count and statuses[0] == core.reconcile(world)[1].status
     assert statuses[0]["allocatedResources"] is statuses[1]["allocatedResources"]  # compacted: equal parts shared
     assert compacted_as_decided < 0.5 * compacted_after, (compacted_as_decided, compacted_after)
+
+
+def _counting_compact(monkeypatch):
+    """Count the parts compaction walks (``loop._compact`` calls itself through the module, so each part counts)."""
+    calls = [0]
+    walk = loop._compact
+
+    def counted(value, like=None):
+        calls[0] += 1
+        return walk(value, like)
+
+    monkeypatch.setattr(loop, "_compact", counted)
+    return calls
+
+
+def _granted_world(admitted=20):
+    """A GenericNode whose ledger holds ``admitted`` granted admissions, and one more admission asked for."""
+    asked = [admission("u%02d" % i, pod="p%02d" % i, cpu="100m", memory="10Mi") for i in range(admitted + 1)]
+    ledger = {"u%02d" % i: entry("Granted", pod="p%02d" % i, cpu="100m", memory="10Mi", uid="pod-uid-p%02d" % i)
+              for i in range(admitted)}
+    gn = loop.generic_node_fields(generic_node("k8s-c1", "c1", admissions=asked, status={"admissions": ledger}))
+    return observed(generic_nodes=[gn], pods=[pod("p%02d" % i, uid="pod-uid-p%02d" % i, phase="Pending") for i in range(admitted + 1)],
+                    slurm=[slurm_node("c1", 64, 256000, used_cpu=2, used_mem=200)], configured={"c1": core.Capacity(64, 256000)})
+
+
+def test_a_status_to_write_is_compacted_like_the_cached_one_it_replaces(monkeypatch):
+    world = _granted_world()
+    (write,) = [a for a in core.reconcile(world) if isinstance(a, core.WriteStatus)]
+    cached = world.generic_nodes["k8s-c1"]
+    assert write.status["admissions"]["u20"]["state"] == "Reserved"
+    calls = _counting_compact(monkeypatch)
+    alone = loop._compact_status(write)
+    walked_alone, calls[0] = calls[0], 0
+    like_cached = loop._compact_status(write, world.generic_nodes)
+    assert like_cached.status == alone.status == write.status
+    # The 20 unchanged ledger entries are the cached ones (found equal in C), not walked part by part:
+    # what is walked is the new entry and the parts the cached status did not have.
+    assert like_cached.status["admissions"]["u00"] is cached["status"]["admissions"]["u00"]
+    assert 4 * calls[0] < walked_alone, (calls[0], walked_alone)
+
+
+def test_a_written_status_goes_into_the_cache_without_being_walked_again(monkeypatch):
+    double = KubeDouble(listen=False).start()
+    world = _granted_world()
+    double.add_in_process(world.generic_nodes["k8s-c1"])
+    kube = double.client()
+    informer = loop.Informer(kube, "genericnodes", keep=loop.generic_node_fields)
+    informer.relist()
+    cached = informer.get("k8s-c1")
+    write = loop._compact_status(next(a for a in core.reconcile(dataclasses.replace(world, generic_nodes={"k8s-c1": cached}))
+                                      if isinstance(a, core.WriteStatus)), {"k8s-c1": cached})
+    calls = _counting_compact(monkeypatch)
+    outcome = loop.Executor(kube, None, informer).run([write])
+    assert not outcome.errors and outcome.wrote == 1
+    kept = informer.get("k8s-c1")
+    assert kept["status"] is write.status and kept["metadata"]["resourceVersion"] != cached["metadata"]["resourceVersion"]
+    assert kept["spec"] is cached["spec"]
+    assert calls[0] < 20, calls[0]  # the metadata, not the 21 ledger entries again

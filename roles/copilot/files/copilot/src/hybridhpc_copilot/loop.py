@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -127,11 +128,14 @@ class Informer:
             return cached
         return obj if self.keep is None else self.keep(obj, cached)
 
-    def put(self, obj: JsonObject) -> JsonObject:
-        """An object we wrote or read ourselves (newer than, or as new as, what the watch said); returns it as kept."""
+    def put(self, obj: JsonObject, like: JsonObject | None = None) -> JsonObject:
+        """An object we wrote or read ourselves (newer than, or as new as, what the watch said); returns it as kept.
+
+        ``like``: what ``keep`` may reuse the unchanged parts of (the cached version when not given).
+        """
         key = object_key(obj)
         if self.keep is not None:
-            obj = self.keep(obj, self.get(key))
+            obj = self.keep(obj, self.get(key) if like is None else like)
         with self._lock:
             if _rv_newer(obj, self.store.get(key)):
                 self.store[key] = obj
@@ -343,11 +347,15 @@ class Executor:
     def _write_status(self, action: core.WriteStatus, latest: Latest) -> None:
         source, resource_version = self._source(action.node, latest, action.resource_version)
         result = self.kube.write_ledger(source, action.status, resource_version)
+        like = None
         if isinstance(result, dict) and result.get("status") == action.status:
             # The server kept the status as sent: the cache shares the action's (which the pass
             # holds until it ends) instead of a copy of it; a first start writes every ledger.
+            # Compacted already, it is not walked again: the cached form starts from the object
+            # written with this status.
             result = dict(result, status=action.status)
-        self._wrote(result, latest)
+            like = dict(source, status=action.status)
+        self._wrote(result, latest, like)
 
     def _add_finalizer(self, action: core.AddFinalizer, latest: Latest) -> None:
         source, resource_version = self._source(action.node, latest, action.resource_version)
@@ -406,13 +414,13 @@ class Executor:
             raise Conflict("GenericNode %s is no longer cached" % name, 409)
         return source, resource_version
 
-    def _wrote(self, result: JsonObject, latest: Latest) -> None:
+    def _wrote(self, result: JsonObject, latest: Latest, like: JsonObject | None = None) -> None:
         name = str((result.get("metadata") or {}).get("name"))
         if (result.get("metadata") or {}).get("deletionTimestamp") and not result["metadata"].get("finalizers"):
             latest[name] = result
             self.informer.forget(name)
         else:
-            latest[name] = self.informer.put(result)  # the cached form: one copy for both
+            latest[name] = self.informer.put(result, like)  # the cached form: one copy for both
 
     def _reread(self, name: str | None, outcome: Outcome) -> None:
         if name is None:
@@ -536,8 +544,17 @@ def _same_types(a: Any, b: Any) -> bool:
     return True
 
 
-def _compact_status(action: core.Action) -> core.Action:
-    return dataclasses.replace(action, status=compact(action.status)) if isinstance(action, core.WriteStatus) else action
+def _compact_status(action: core.Action, cached: Mapping[str, JsonObject] | None = None) -> core.Action:
+    """A WriteStatus with its status compacted, like the status of the GenericNode in ``cached`` it replaces.
+
+    A new status differs from the one it replaces in a few parts (one ledger
+    entry, an allocation, a condition's time): the others are the cached
+    ones, found by one comparison each instead of walking and interning them.
+    """
+    if not isinstance(action, core.WriteStatus):
+        return action
+    obj = cached.get(action.node) if cached is not None and action.node is not None else None
+    return dataclasses.replace(action, status=compact(action.status, None if obj is None else obj.get("status")))
 
 
 def generic_node_fields(obj: JsonObject, cached: JsonObject | None = None) -> JsonObject:
@@ -804,7 +821,9 @@ class Copilot:
         # statuses to write are compacted as the cache holds them, node by node as they
         # are decided: a written one is then shared by the action and the cache (a first
         # start writes every ledger).
-        actions = core.reconcile(self.observe(slurm_nodes, slurm_jobs, scope), _compact_status)
+        observed = self.observe(slurm_nodes, slurm_jobs, scope)
+        actions = core.reconcile(observed, functools.partial(_compact_status, cached=observed.generic_nodes))
+        del observed
         outcome = self.executor.run(actions)
         del actions  # what was applied is in the outcome
         result.actions.extend(outcome.applied)
