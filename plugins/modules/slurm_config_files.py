@@ -18,7 +18,7 @@ description:
   - With O(markers_dir), records that decision in marker files that survive a failed run, and reports the
     markers left by an earlier one; the daemon roles remove them once the restart or reconfigure happened.
   - With O(service), keeps the daemon whose files these are enabled and running in the same round trip, restarting
-    it when one of its files changed: one step where a file task and a service task took two on every run.
+    it when one of its files changed (one step where a file task and a service task took two on every run).
   - Render the content on the Ansible controller (for example with the C(ansible.builtin.template) lookup).
 version_added: 0.2.0
 author:
@@ -146,7 +146,7 @@ options:
       applied_markers_dir:
         description:
           - Where the pending restart/reconfigure markers of O(markers_dir) live. Once the daemon started or
-            restarted here, it read every file, so the markers there go: the change they kept is applied.
+            restarted here, it read every file, so the markers there go (the change they kept is applied).
         type: path
 attributes:
   check_mode:
