@@ -15,7 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-SHOW_PROPERTIES = ("LoadState", "ActiveState", "UnitFileState")
+SHOW_PROPERTIES = ("LoadState", "ActiveState", "UnitFileState", "NeedDaemonReload")
 
 # As ansible.builtin.systemd_service: a unit on its way up counts as running.
 RUNNING = ("active", "activating", "reloading")
@@ -57,7 +57,7 @@ def unit_actions(name, state, enabled, wanted, files_changed, restart_on_change,
             name, state.get("LoadState") or "unknown")
     if state.get("UnitFileState") == "masked":
         return [], "unit %s is masked: unmask it (systemctl unmask %s) or let the inventory stop managing it" % (name, name)
-    actions = []
+    actions = ["daemon-reload"] if state.get("NeedDaemonReload") == "yes" else []
     if enabled and state.get("UnitFileState") not in ENABLED:
         actions.append("enable")
     running = state.get("ActiveState") in RUNNING

@@ -122,6 +122,8 @@ options:
       - The systemd unit of the daemon these files are for, kept running once they are in place (one
         C(systemctl show) reads its state). It starts when stopped, restarts when one of O(files) changed and
         O(service.restart_on_change) is set, and restarts anyway with O(service.state=restarted).
+      - When the unit's files or drop-ins changed on disk (systemd's C(NeedDaemonReload)), systemd reloads its
+        units first.
       - A unit systemd does not know fails the task, except in check mode, where this run may be the one that
         would install its package.
     type: dict
@@ -245,7 +247,8 @@ def _run_service(module, files_changed):
         module.fail_json(msg=error)
     if not module.check_mode:
         for verb in actions:
-            rc, out, err = module.run_command([systemctl, verb, "--", service["name"]])
+            argv = [systemctl, verb] if verb == "daemon-reload" else [systemctl, verb, "--", service["name"]]
+            rc, out, err = module.run_command(argv)
             if rc != 0:
                 module.fail_json(msg="systemctl %s %s failed: %s" % (verb, service["name"], (err or out).strip()),
                                  service_actions=actions)

@@ -23,9 +23,9 @@ def test_parse_show_reads_key_value_lines():
     assert systemd_unit.parse_show(text) == RUNNING
 
 
-def test_show_reads_only_the_three_properties():
+def test_show_reads_only_the_properties_the_decision_needs():
     assert systemd_unit.show_command("/bin/systemctl", "munge") == [
-        "/bin/systemctl", "show", "--property=LoadState,ActiveState,UnitFileState", "--", "munge"]
+        "/bin/systemctl", "show", "--property=LoadState,ActiveState,UnitFileState,NeedDaemonReload", "--", "munge"]
 
 
 @pytest.mark.parametrize("state, kwargs, expected", [
@@ -46,6 +46,10 @@ def test_show_reads_only_the_three_properties():
     # A restart asked for (a change reconfigure cannot apply): whatever its state.
     (RUNNING, {"wanted": "restarted"}, ["restart"]),
     (STOPPED, {"wanted": "restarted"}, ["enable", "restart"]),
+    # A drop-in written since systemd last read the unit: reloaded first, then (re)started with it.
+    (dict(RUNNING, NeedDaemonReload="yes"), {"files_changed": True}, ["daemon-reload", "restart"]),
+    (dict(STOPPED, NeedDaemonReload="yes"), {}, ["daemon-reload", "enable", "start"]),
+    (dict(RUNNING, NeedDaemonReload="no"), {}, []),
     # Check mode on a host whose package this run would install: it would be enabled and started.
     ({"LoadState": "not-found", "ActiveState": "inactive"}, {"check_mode": True}, ["enable", "start"]),
 ])

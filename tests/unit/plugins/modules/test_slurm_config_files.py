@@ -168,6 +168,8 @@ if args[0] in ("start", "restart"):
     state["ActiveState"] = "active"
 if args[0] == "enable":
     state["UnitFileState"] = "enabled"
+if args[0] == "daemon-reload":
+    state["NeedDaemonReload"] = "no"
 json.dump(state, open(state_file, "w"))
 """
 
@@ -271,3 +273,13 @@ def test_a_start_or_restart_applies_the_pending_markers_and_nothing_else_does(ru
     systemctl.set(LoadState="loaded", ActiveState="failed", UnitFileState="enabled")
     assert run_module({"service": service})["service_actions"] == ["start"]
     assert markers(tmp_path) == []
+
+
+def test_a_changed_drop_in_makes_systemd_reload_before_the_restart(run_module, tmp_path, systemctl):
+    systemctl.set(LoadState="loaded", ActiveState="active", UnitFileState="enabled", NeedDaemonReload="yes")
+    dropin = {"dest": str(tmp_path / "override.conf"), "content": "[Service]\nUser=slurmrestd\n",
+              "owner": USER, "group": GROUP}
+    result = run_module({"files": [dropin], "service": {"name": "slurmrestd"}})
+    assert result["service_actions"] == ["daemon-reload", "restart"]
+    assert systemctl.verbs() == ["daemon-reload", "restart slurmrestd"]
+    assert run_module({"files": [dropin], "service": {"name": "slurmrestd"}})["service_actions"] == []
