@@ -15,7 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-SHOW_PROPERTIES = ("LoadState", "ActiveState", "UnitFileState", "NeedDaemonReload")
+SHOW_PROPERTIES = ("LoadState", "ActiveState", "UnitFileState", "NeedDaemonReload", "DropInPaths")
 
 # As ansible.builtin.systemd_service: a unit on its way up counts as running.
 RUNNING = ("active", "activating", "reloading")
@@ -38,13 +38,20 @@ def parse_show(text):
     return state
 
 
-def unit_actions(name, state, enabled, wanted, files_changed, restart_on_change, check_mode):
+def missing_drop_ins(state, drop_ins):
+    """The drop-ins of ``drop_ins`` that systemd has not loaded for the unit (its DropInPaths)."""
+    loaded = set(state.get("DropInPaths", "").split())
+    return [path for path in drop_ins if path not in loaded]
+
+
+def unit_actions(name, state, enabled, wanted, files_changed, restart_on_change, check_mode, drop_ins=()):
     """The ``systemctl`` verbs to run, in order, and an error (None when there is none).
 
     state: parse_show's dict; enabled: True to enable the unit, None to leave
     it as it is; wanted: ``started`` or ``restarted``; files_changed: this run
     changed a file of the daemon; restart_on_change: restart a running daemon
-    whose files changed. A unit systemd does not know is an error, except in
+    whose files changed; drop_ins: drop-in files the unit must run with. A
+    unit systemd does not know is an error, except in
     check mode, where the package that brings it may be one this run would
     install: it would then be enabled and started.
     """
@@ -57,11 +64,12 @@ def unit_actions(name, state, enabled, wanted, files_changed, restart_on_change,
             name, state.get("LoadState") or "unknown")
     if state.get("UnitFileState") == "masked":
         return [], "unit %s is masked: unmask it (systemctl unmask %s) or let the inventory stop managing it" % (name, name)
-    actions = ["daemon-reload"] if state.get("NeedDaemonReload") == "yes" else []
+    unloaded = missing_drop_ins(state, drop_ins)
+    actions = ["daemon-reload"] if state.get("NeedDaemonReload") == "yes" or unloaded else []
     if enabled and state.get("UnitFileState") not in ENABLED:
         actions.append("enable")
     running = state.get("ActiveState") in RUNNING
-    if wanted == "restarted" or (running and files_changed and restart_on_change):
+    if wanted == "restarted" or (running and ((files_changed and restart_on_change) or unloaded)):
         actions.append("restart")
     elif not running:
         actions.append("start")

@@ -145,6 +145,14 @@ options:
         description: Restart the running daemon when one of O(files) changed in this run (it reads them at start).
         type: bool
         default: true
+      drop_ins:
+        description:
+          - Unit drop-in files the daemon must run with. One that systemd has not loaded for the unit (not among its
+            C(DropInPaths)) makes systemd reload its units, and a running daemon restart. systemd 252 (Debian 12)
+            does not report a drop-in added in a new directory as a reason to reload.
+        type: list
+        elements: path
+        default: []
       applied_markers_dir:
         description:
           - Where the pending restart/reconfigure markers of O(markers_dir) live. Once the daemon started or
@@ -242,7 +250,7 @@ def _run_service(module, files_changed):
         module.fail_json(msg="systemctl show %s failed: %s" % (service["name"], err.strip()))
     actions, error = systemd_unit.unit_actions(
         service["name"], systemd_unit.parse_show(out), service["enabled"], service["state"],
-        files_changed, service["restart_on_change"], module.check_mode)
+        files_changed, service["restart_on_change"], module.check_mode, service["drop_ins"])
     if error:
         module.fail_json(msg=error)
     if not module.check_mode:
@@ -293,6 +301,7 @@ def main():
                 state=dict(type="str", choices=["started", "restarted"], default="started"),
                 enabled=dict(type="bool", default=True),
                 restart_on_change=dict(type="bool", default=True),
+                drop_ins=dict(type="list", elements="path", default=[]),
                 applied_markers_dir=dict(type="path"),
             )),
         ),

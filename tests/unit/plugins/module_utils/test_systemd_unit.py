@@ -25,7 +25,7 @@ def test_parse_show_reads_key_value_lines():
 
 def test_show_reads_only_the_properties_the_decision_needs():
     assert systemd_unit.show_command("/bin/systemctl", "munge") == [
-        "/bin/systemctl", "show", "--property=LoadState,ActiveState,UnitFileState,NeedDaemonReload", "--", "munge"]
+        "/bin/systemctl", "show", "--property=LoadState,ActiveState,UnitFileState,NeedDaemonReload,DropInPaths", "--", "munge"]
 
 
 @pytest.mark.parametrize("state, kwargs, expected", [
@@ -69,3 +69,17 @@ def test_a_masked_unit_fails_naming_the_fix():
 
 def test_an_unknown_state_is_refused():
     assert actions(RUNNING, wanted="reloaded")[1] == "service.state: 'reloaded' is not one of started, restarted"
+
+
+DROP_IN = "/etc/systemd/system/slurmrestd.service.d/override.conf"
+
+
+@pytest.mark.parametrize("state, expected", [
+    # systemd 252 started the unit before the drop-in's directory existed and does not say NeedDaemonReload.
+    (dict(RUNNING, NeedDaemonReload="no", DropInPaths=""), ["daemon-reload", "restart"]),
+    (dict(STOPPED, NeedDaemonReload="no"), ["daemon-reload", "enable", "start"]),
+    # Loaded with it: nothing to do.
+    (dict(RUNNING, NeedDaemonReload="no", DropInPaths="/run/x.conf " + DROP_IN), []),
+])
+def test_a_drop_in_systemd_has_not_loaded_makes_it_reload_and_the_daemon_restart(state, expected):
+    assert systemd_unit.unit_actions("slurmrestd", state, True, "started", False, True, False, [DROP_IN]) == (expected, None)

@@ -170,6 +170,7 @@ if args[0] == "enable":
     state["UnitFileState"] = "enabled"
 if args[0] == "daemon-reload":
     state["NeedDaemonReload"] = "no"
+    state["DropInPaths"] = state.get("DropInPaths_on_disk", state.get("DropInPaths", ""))
 json.dump(state, open(state_file, "w"))
 """
 
@@ -283,3 +284,12 @@ def test_a_changed_drop_in_makes_systemd_reload_before_the_restart(run_module, t
     assert result["service_actions"] == ["daemon-reload", "restart"]
     assert systemctl.verbs() == ["daemon-reload", "restart slurmrestd"]
     assert run_module({"files": [dropin], "service": {"name": "slurmrestd"}})["service_actions"] == []
+
+
+def test_a_drop_in_systemd_never_loaded_is_loaded_and_the_daemon_restarted(run_module, tmp_path, systemctl):
+    dropin = str(tmp_path / "override.conf")
+    systemctl.set(LoadState="loaded", ActiveState="active", UnitFileState="enabled", NeedDaemonReload="no",
+                  DropInPaths="", DropInPaths_on_disk=dropin)
+    service = {"name": "slurmrestd", "drop_ins": [dropin]}
+    assert run_module({"service": service})["service_actions"] == ["daemon-reload", "restart"]
+    assert run_module({"service": service})["service_actions"] == []
