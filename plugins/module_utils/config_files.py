@@ -15,6 +15,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import base64
+import binascii
 import os
 import tempfile
 
@@ -30,6 +32,14 @@ def read_bytes(path):
         with open(path, "rb") as handle:
             return handle.read()
     except (IOError, OSError):
+        return None
+
+
+def decode_b64(text):
+    """The bytes of a base64 secret (a MUNGE key), or None when it is not valid base64."""
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
         return None
 
 

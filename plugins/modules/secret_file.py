@@ -74,8 +74,6 @@ size:
   type: int
 """
 
-import base64
-import binascii
 import hashlib
 
 from ansible.module_utils.basic import AnsibleModule
@@ -103,9 +101,8 @@ def main():
         supports_check_mode=True,
     )
     path = module.params["path"]
-    try:
-        data = base64.b64decode(module.params["content_b64"], validate=True)
-    except (binascii.Error, ValueError):
+    data = config_files.decode_b64(module.params["content_b64"])
+    if data is None:
         module.fail_json(msg="content_b64: not valid base64 (path %s)" % path)
     wanted = hashlib.sha256(data).hexdigest()
     current = _file_sha256(path)

@@ -211,8 +211,6 @@ config_changed:
   type: bool
 """
 
-import base64
-import binascii
 import os
 
 from ansible.module_utils.basic import AnsibleModule
@@ -230,10 +228,10 @@ def _attributes(module, path, spec, changed):
 def _wanted_bytes(module, spec):
     """The file's wanted bytes and whether they are a secret."""
     if spec["secret_content_b64"] is not None:
-        try:
-            return base64.b64decode(spec["secret_content_b64"], validate=True), True
-        except (binascii.Error, ValueError):
+        data = config_files.decode_b64(spec["secret_content_b64"])
+        if data is None:
             module.fail_json(msg="files: secret_content_b64 of %s is not valid base64" % spec["dest"])
+        return data, True
     if spec["secret_content"] is not None:
         return spec["secret_content"].encode("utf-8"), True
     return spec["content"].encode("utf-8"), False
