@@ -31,11 +31,15 @@ class LazyModule:
         self._name = PACKAGE + name
         self._module = None
 
-    def __getattr__(self, attribute):
-        # Only called for names the object itself lacks: the module's.
+    def load(self):
+        """Import the module now (the preload callback does, in ansible-playbook's own process)."""
         if self._module is None:
             self._module = importlib.import_module(self._name)
-        return getattr(self._module, attribute)
+        return self._module
+
+    def __getattr__(self, attribute):
+        # Only called for names the object itself lacks: the module's.
+        return getattr(self.load(), attribute)
 
     def __repr__(self):
         return "<LazyModule %s%s>" % (self._name, "" if self._module is None else " (imported)")

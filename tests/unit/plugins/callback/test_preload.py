@@ -1,0 +1,83 @@
+# Copyright: hybridhpc.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The preload callback imports in ansible-playbook's process what every worker would otherwise compile again.
+
+Each check runs in a fresh interpreter: this test process has imported most
+of the collection already.
+"""
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[4]
+COLLECTIONS = ROOT / ".collections"
+PLUGINS = "ansible_collections.hybridhpc.slurm.plugins."
+HEAVY = ("httpx", "kubernetes", "boto3", "botocore", "prometheus_client")
+
+PRELOAD = """
+import json, sys
+from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
+_AnsibleCollectionFinder(paths=[%r])._install()
+from ansible_collections.hybridhpc.slurm.plugins.callback.preload import preload
+loaded = preload()
+print(json.dumps({"loaded": loaded, "modules": sorted(sys.modules)}))
+""" % str(COLLECTIONS)
+
+
+def run_preload():
+    done = subprocess.run([sys.executable, "-c", PRELOAD], cwd=ROOT, capture_output=True, text=True, check=False,
+                          env={"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root")})
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def filter_names():
+    """Every filter of the collection: each has its documentation file, plugins/filter/<name>.yml."""
+    return {path.stem for path in (ROOT / "plugins" / "filter").glob("*.yml")}
+
+
+def lazy_module_utils():
+    """The module_utils the filter files import when a filter first runs (their LazyModule names)."""
+    names = set()
+    for path in (ROOT / "plugins" / "filter").glob("*.py"):
+        names.update(re.findall(r'LazyModule\("([a-z0-9_]+)"\)', path.read_text()))
+    return names
+
+
+def test_every_filter_and_action_plugin_is_loaded():
+    result = run_preload()
+    expected = {"hybridhpc.slurm." + name for name in filter_names()} | {"hybridhpc.slurm.role_arguments"}
+    assert len(expected) > 30
+    assert set(result["loaded"]) == expected
+
+
+def test_the_module_utils_the_filters_use_are_imported():
+    modules = set(run_preload()["modules"])
+    wanted = {PLUGINS + "module_utils." + name for name in lazy_module_utils()}
+    assert PLUGINS + "module_utils.site_inputs" in wanted
+    assert wanted <= modules, "not imported: %s" % sorted(wanted - modules)
+    assert PLUGINS + "action.role_arguments" in modules
+
+
+def test_no_heavy_library_is_imported_in_ansible_playbook():
+    modules = set(run_preload()["modules"])
+    assert not [name for name in HEAVY if name in modules]
+
+
+def test_the_repository_configuration_runs_it_in_ansible_playbook(tmp_path):
+    """ansible.cfg enables it, and ansible-playbook runs it before the first task."""
+    playbook = tmp_path / "play.yml"
+    playbook.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+                        "    - ansible.builtin.debug: {msg: '{{ [1] | hybridhpc.slurm.slurm_packages_covered([1]) }}'}\n")
+    ansible_playbook = pathlib.Path(sys.executable).parent / "ansible-playbook"
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
+    done = subprocess.run([str(ansible_playbook), "-vvv", "-i", "localhost,", "-c", "local", str(playbook)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    count = re.search(r"hybridhpc\.slurm\.preload: (\d+) filters and action plugins imported", done.stdout)
+    assert count, done.stdout
+    assert int(count.group(1)) == len(filter_names()) + 1
