@@ -54,7 +54,14 @@ def write_atomically(module, path, data, prefix):
         os.fchmod(fd, 0o600)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-        module.atomic_move(tmp, path)
+        if os.path.lexists(path):
+            module.atomic_move(tmp, path)
+        else:
+            # A new file keeps the temporary file's 0600 until the caller sets
+            # its attributes: atomic_move would first give it the umask's mode
+            # (0644), and a new key or password file would be world-readable
+            # for that moment.
+            os.rename(tmp, path)
     except Exception as exc:  # noqa: BLE001 -- report any write failure without the content
         if os.path.exists(tmp):
             os.unlink(tmp)

@@ -293,3 +293,28 @@ def test_a_drop_in_systemd_never_loaded_is_loaded_and_the_daemon_restarted(run_m
     service = {"name": "slurmrestd", "drop_ins": [dropin]}
     assert run_module({"service": service})["service_actions"] == ["daemon-reload", "restart"]
     assert run_module({"service": service})["service_actions"] == []
+
+
+def test_a_new_secret_file_is_never_readable_by_others(run_module, tmp_path, monkeypatch):
+    """Between the write and the owner/mode step, a new file keeps 0600 (atomic_move would give it the umask's 0644)."""
+    from ansible.module_utils import basic
+
+    modes = {}
+    set_attributes = basic.AnsibleModule.set_fs_attributes_if_different
+
+    def record(self, file_args, changed, *rest, **kwargs):
+        path = file_args["path"]
+        if os.path.isfile(path):
+            modes.setdefault(path, os.stat(path).st_mode & 0o777)
+        return set_attributes(self, file_args, changed, *rest, **kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, "set_fs_attributes_if_different", record)
+    umask = os.umask(0o022)
+    try:
+        result = run_module(args(tmp_path, secret="StoragePass=secret\n"))
+    finally:
+        os.umask(umask)
+    secret = str(tmp_path / "etc" / "slurmdbd.conf")
+    assert result["changed"]
+    assert modes[secret] == 0o600
+    assert os.stat(secret).st_mode & 0o777 == 0o600
