@@ -14,6 +14,19 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import grp
+import pwd
+
+# The suboptions of an account, for the modules that take a list of them
+# (system_accounts, slurm_config_files).
+ACCOUNT_OPTIONS = dict(
+    name=dict(type="str", required=True),
+    uid=dict(type="int", required=True),
+    gid=dict(type="int", required=True),
+    home=dict(type="str", default="/nonexistent"),
+    shell=dict(type="str", default="/usr/sbin/nologin"),
+)
+
 
 def plan(account, group_entry, user_entry):
     """The commands (argv lists) that make one account what `account` says.
@@ -36,3 +49,37 @@ def plan(account, group_entry, user_entry):
         commands.append(["usermod", "--uid", str(account["uid"]), "--gid", name,
                          "--home", account["home"], "--shell", account["shell"], name])
     return commands
+
+
+def group_entry(name):
+    try:
+        entry = grp.getgrnam(name)
+    except KeyError:
+        return None
+    return entry.gr_name, entry.gr_gid
+
+
+def user_entry(name):
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        return None
+    return entry.pw_uid, entry.pw_gid, entry.pw_dir, entry.pw_shell
+
+
+def ensure(module, accounts):
+    """Make each account what it says (in check mode only plan); the commands, run or planned, in order.
+
+    Fails the module (with the commands done so far) when one fails.
+    """
+    done = []
+    for account in accounts:
+        for argv in plan(account, group_entry(account["name"]), user_entry(account["name"])):
+            done.append(argv)
+            if module.check_mode:
+                continue
+            argv = [module.get_bin_path(argv[0], required=True)] + argv[1:]
+            rc, _out, err = module.run_command(argv)
+            if rc != 0:
+                module.fail_json(msg="%s failed (rc %d): %s" % (" ".join(argv), rc, err.strip()), commands=done)
+    return done

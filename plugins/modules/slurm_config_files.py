@@ -11,8 +11,9 @@ DOCUMENTATION = r"""
 module: slurm_config_files
 short_description: Write every configuration file of a host in one step, say what the daemons must do, and run one
 description:
-  - Creates the directories, then writes each file whose content or attributes differ (atomically), in one
-    round trip instead of one template task per file.
+  - Creates or fixes the system accounts of O(accounts) first (their owners), then creates the directories, then
+    writes each file whose content or attributes differ (atomically), in one round trip instead of one template
+    task per file.
   - With O(slurm_conf), tells a change that needs a daemon restart from one that C(scontrol reconfigure) applies,
     by comparing the old and the new slurm.conf.
   - With O(markers_dir), records that decision in marker files that survive a failed run, and reports the
@@ -26,6 +27,34 @@ author:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 options:
+  accounts:
+    description:
+      - System accounts (a group and a user of the same name, with fixed ids) to create or fix first, as
+        M(hybridhpc.slurm.system_accounts) does: the directories and files of the step may belong to them.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: User and group name.
+        type: str
+        required: true
+      uid:
+        description: User id, the same on every node.
+        type: int
+        required: true
+      gid:
+        description: Group id, the same on every node.
+        type: int
+        required: true
+      home:
+        description: Home directory (never created).
+        type: str
+        default: /nonexistent
+      shell:
+        description: Login shell.
+        type: str
+        default: /usr/sbin/nologin
   directories:
     description: Directories to create (or fix) before the files.
     type: list
@@ -185,6 +214,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+account_commands:
+  description: The commands that created or fixed O(accounts) (or would, in check mode), each an argument list.
+  returned: always
+  type: list
+  elements: list
 removed_files:
   description: The files of O(absent) that were removed (or would be, in check mode).
   returned: always
@@ -215,7 +249,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_files, systemd_unit
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_files, system_accounts, systemd_unit
 
 
 def _attributes(module, path, spec, changed):
@@ -269,6 +303,7 @@ def _run_service(module, files_changed):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
+            accounts=dict(type="list", elements="dict", default=[], options=system_accounts.ACCOUNT_OPTIONS),
             directories=dict(type="list", elements="dict", default=[], options=dict(
                 path=dict(type="path", required=True),
                 owner=dict(type="str", default="root"),
@@ -305,7 +340,9 @@ def main():
         ),
         supports_check_mode=True,
     )
-    changed = False
+    # First: the directories and files below may belong to these accounts.
+    account_commands = system_accounts.ensure(module, module.params["accounts"])
+    changed = bool(account_commands)
     for spec in module.params["directories"]:
         path = spec["path"]
         if not os.path.isdir(path):
@@ -363,7 +400,7 @@ def main():
     service_actions = _run_service(module, bool(changed_files))
     changed = changed or bool(service_actions)
 
-    result = dict(changed=changed, changed_files=changed_files, removed_files=removed,
+    result = dict(changed=changed, account_commands=account_commands, changed_files=changed_files, removed_files=removed,
                   restart_required=restart_required, config_changed=config_changed, service_actions=service_actions)
     if module._diff and diffs:
         result["diff"] = diffs

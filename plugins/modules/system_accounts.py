@@ -72,54 +72,19 @@ commands:
   elements: list
 """
 
-import grp
-import pwd
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils.system_accounts import plan
-
-
-def _group(name):
-    try:
-        entry = grp.getgrnam(name)
-    except KeyError:
-        return None
-    return entry.gr_name, entry.gr_gid
-
-
-def _user(name):
-    try:
-        entry = pwd.getpwnam(name)
-    except KeyError:
-        return None
-    return entry.pw_uid, entry.pw_gid, entry.pw_dir, entry.pw_shell
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import system_accounts
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            accounts=dict(type="list", elements="dict", required=True, options=dict(
-                name=dict(type="str", required=True),
-                uid=dict(type="int", required=True),
-                gid=dict(type="int", required=True),
-                home=dict(type="str", default="/nonexistent"),
-                shell=dict(type="str", default="/usr/sbin/nologin"),
-            )),
+            accounts=dict(type="list", elements="dict", required=True, options=system_accounts.ACCOUNT_OPTIONS),
         ),
         supports_check_mode=True,
     )
-    done = []
-    for account in module.params["accounts"]:
-        commands = plan(account, _group(account["name"]), _user(account["name"]))
-        for argv in commands:
-            done.append(argv)
-            if module.check_mode:
-                continue
-            argv = [module.get_bin_path(argv[0], required=True)] + argv[1:]
-            rc, _out, err = module.run_command(argv)
-            if rc != 0:
-                module.fail_json(msg="%s failed (rc %d): %s" % (" ".join(argv), rc, err.strip()), commands=done)
+    done = system_accounts.ensure(module, module.params["accounts"])
     module.exit_json(changed=bool(done), commands=done)
 
 

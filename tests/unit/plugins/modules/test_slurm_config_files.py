@@ -318,3 +318,24 @@ def test_a_new_secret_file_is_never_readable_by_others(run_module, tmp_path, mon
     assert result["changed"]
     assert modes[secret] == 0o600
     assert os.stat(secret).st_mode & 0o777 == 0o600
+
+
+def test_accounts_come_first_and_an_account_as_wanted_changes_nothing(run_module, tmp_path):
+    me = pwd.getpwuid(os.getuid())
+    account = {"name": USER, "uid": me.pw_uid, "gid": me.pw_gid, "home": me.pw_dir, "shell": me.pw_shell}
+    if grp.getgrgid(me.pw_gid).gr_name != USER:
+        pytest.skip("the test user's group is not named after it")
+    first = run_module(dict(args(tmp_path), accounts=[account]))
+    assert first["account_commands"] == []
+    again = run_module(dict(args(tmp_path), accounts=[account]))
+    assert not again["changed"] and again["account_commands"] == []
+
+
+def test_a_missing_account_is_planned_in_check_mode_and_makes_the_step_changed(run_module, tmp_path):
+    first = run_module(args(tmp_path))
+    assert first["changed"]
+    account = {"name": "hybridhpc-no-such-user", "uid": 64999, "gid": 64999}
+    result = run_module(dict(args(tmp_path), accounts=[account]), check_mode=True)
+    assert result["changed"]
+    assert [argv[0] for argv in result["account_commands"]] == ["groupadd", "useradd"]
+    assert ["--uid", "64999"] == result["account_commands"][1][2:4]
