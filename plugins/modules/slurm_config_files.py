@@ -30,7 +30,7 @@ options:
   accounts:
     description:
       - System accounts (a group and a user of the same name, with fixed ids) to create or fix first, as
-        M(hybridhpc.slurm.system_accounts) does: the directories and files of the step may belong to them.
+        M(hybridhpc.slurm.system_accounts) does, since the directories and files of the step may belong to them.
     type: list
     elements: dict
     default: []
