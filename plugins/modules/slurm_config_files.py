@@ -26,35 +26,8 @@ author:
   - hybridhpc.slurm developers (@hybridhpc)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - hybridhpc.slurm.system_accounts
 options:
-  accounts:
-    description:
-      - System accounts (a group and a user of the same name, with fixed ids) to create or fix first, as
-        M(hybridhpc.slurm.system_accounts) does, since the directories and files of the step may belong to them.
-    type: list
-    elements: dict
-    default: []
-    suboptions:
-      name:
-        description: User and group name.
-        type: str
-        required: true
-      uid:
-        description: User id, the same on every node.
-        type: int
-        required: true
-      gid:
-        description: Group id, the same on every node.
-        type: int
-        required: true
-      home:
-        description: Home directory (never created).
-        type: str
-        default: /nonexistent
-      shell:
-        description: Login shell.
-        type: str
-        default: /usr/sbin/nologin
   directories:
     description: Directories to create (or fix) before the files.
     type: list

@@ -20,33 +20,7 @@ author:
   - hybridhpc.slurm developers (@hybridhpc)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-options:
-  accounts:
-    description: The accounts.
-    type: list
-    elements: dict
-    required: true
-    suboptions:
-      name:
-        description: User and group name.
-        type: str
-        required: true
-      uid:
-        description: User id, the same on every node.
-        type: int
-        required: true
-      gid:
-        description: Group id, the same on every node.
-        type: int
-        required: true
-      home:
-        description: Home directory (never created).
-        type: str
-        default: /nonexistent
-      shell:
-        description: Login shell.
-        type: str
-        default: /usr/sbin/nologin
+  - hybridhpc.slurm.system_accounts
 attributes:
   check_mode:
     support: full
@@ -80,7 +54,7 @@ from ansible_collections.hybridhpc.slurm.plugins.module_utils import system_acco
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            accounts=dict(type="list", elements="dict", required=True, options=system_accounts.ACCOUNT_OPTIONS),
+            accounts=dict(type="list", elements="dict", default=[], options=system_accounts.ACCOUNT_OPTIONS),
         ),
         supports_check_mode=True,
     )
