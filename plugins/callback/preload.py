@@ -18,7 +18,7 @@ description:
   - When the playbook starts, this callback imports them once in C(ansible-playbook)'s own process, with the
     collection's action plugins; the workers forked from it find them already imported.
   - It prints nothing and changes no result. Without it the collection works the same, with more CPU on the
-    controller (about a tenth of a no-op C(site.yml)'s, measured by C(make bench-converge)).
+    controller (10-14% of a no-op C(site.yml)'s on the lab).
   - Enable it in C(ansible.cfg) (C(callbacks_enabled = hybridhpc.slurm.preload)); the repository's own does.
 version_added: 0.2.0
 author:
