@@ -81,14 +81,6 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_files
 
 
-def _file_sha256(path):
-    try:
-        with open(path, "rb") as handle:
-            return hashlib.sha256(handle.read()).hexdigest()
-    except (IOError, OSError):
-        return None
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -105,7 +97,8 @@ def main():
     if data is None:
         module.fail_json(msg="content_b64: not valid base64 (path %s)" % path)
     wanted = hashlib.sha256(data).hexdigest()
-    current = _file_sha256(path)
+    current_bytes = config_files.read_bytes(path)
+    current = None if current_bytes is None else hashlib.sha256(current_bytes).hexdigest()
     content_changed = current != wanted
     result = dict(changed=False, path=path, sha256=wanted, size=len(data))
 
