@@ -17,17 +17,44 @@ from ansible_collections.hybridhpc.slurm.plugins.module_utils import role_argume
 
 ROLES_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "roles"))
 
+# Parsed role files by path, with the (mtime, size) they were parsed at. Filled
+# in ansible-playbook's own process by preload() (the preload callback), so
+# that every worker forked for this task finds them parsed: each worker would
+# otherwise parse some fifty YAML files again, per host and task.
+_PARSED = {}
+
+
+def _role_file(loader, role, *path):
+    full = os.path.join(ROLES_DIR, role, *path)
+    try:
+        stat = os.stat(full)
+    except OSError:
+        return {}
+    stamp = (stat.st_mtime_ns, stat.st_size)
+    cached = _PARSED.get(full)
+    if cached is None or cached[0] != stamp:
+        cached = _PARSED[full] = (stamp, loader.load_from_file(full) or {})
+    return cached[1]
+
+
+def role_files(loader):
+    """``{role: {"defaults", "vars", "specs"}}`` for every role with an argument spec."""
+    return {role: {"defaults": _role_file(loader, role, "defaults", "main.yml"),
+                   "vars": _role_file(loader, role, "vars", "main.yml"),
+                   "specs": _role_file(loader, role, role_arguments.SPEC_FILE).get("argument_specs") or {}}
+            for role in role_arguments.spec_roles(ROLES_DIR)}
+
+
+def preload():
+    """Parse the role files once, before Ansible forks the workers (called by the preload callback)."""
+    from ansible.parsing.dataloader import DataLoader
+    return len(role_files(DataLoader()))
+
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
     _VALID_ARGS = frozenset(("roles", "exclude"))
-
-    def _role_file(self, role, *path):
-        full = os.path.join(ROLES_DIR, role, *path)
-        if not os.path.isfile(full):
-            return {}
-        return self._loader.load_from_file(full) or {}
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
@@ -39,9 +66,7 @@ class ActionModule(ActionBase):
         unknown = [role for role in roles if role not in everyone]
         if unknown:
             raise AnsibleError("roles: %s have no meta/argument_specs.yml in %s" % (", ".join(unknown), ROLES_DIR))
-        files = {role: {"defaults": self._role_file(role, "defaults", "main.yml"), "vars": self._role_file(role, "vars", "main.yml"),
-                        "specs": self._role_file(role, role_arguments.SPEC_FILE).get("argument_specs") or {}}
-                 for role in everyone}
+        files = role_files(self._loader)
         # As Ansible layers them when a role runs: the play's variables over
         # role vars over role defaults (every role's: a value may name another
         # role's default, as site.yml's plays see them).

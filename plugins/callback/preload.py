@@ -16,7 +16,9 @@ description:
     Ansible compiles a collection's Python from source on every import (it keeps no bytecode for it). Every worker
     compiled them again.
   - When the playbook starts, this callback imports them once in C(ansible-playbook)'s own process, with the
-    collection's action plugins; the workers forked from it find them already imported.
+    collection's action plugins; the workers forked from it find them already imported. An action plugin's
+    C(preload()) reads there once what each of its workers would read again (role_arguments parses the roles'
+    defaults, vars and argument specs, some fifty YAML files per host and task).
   - It prints nothing and changes no result. Without it the collection works the same, with more CPU on the
     controller (10-14% of a no-op C(site.yml)'s on the lab).
   - Enable it in C(ansible.cfg) (C(callbacks_enabled = hybridhpc.slurm.preload)); the repository's own does.
@@ -28,6 +30,7 @@ requirements: []
 
 import importlib
 import pkgutil
+import sys
 
 from ansible.plugins.callback import CallbackBase
 from ansible.plugins.loader import action_loader, filter_loader, test_loader
@@ -63,8 +66,13 @@ def preload():
             if isinstance(value, LazyModule):
                 value.load()
     for name in _plugin_files("action"):
-        if action_loader.get(COLLECTION + "." + name, class_only=True) is not None:
+        plugin = action_loader.get(COLLECTION + "." + name, class_only=True)
+        if plugin is not None:
             loaded.append(COLLECTION + "." + name)
+            # What the plugin's own preload() reads once for every worker (role_arguments: the roles' files).
+            warm = getattr(sys.modules.get(plugin.__module__), "preload", None)
+            if callable(warm):
+                warm()
     return loaded
 
 

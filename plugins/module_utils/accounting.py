@@ -402,14 +402,16 @@ def accounting_plan(db_clusters, qos, accounts, users, default_qos=None):
 
     ``db_clusters``: the clusters this database serves (database_clusters).
     Returns ``{"clusters", "qos", "accounts", "users", "absent": {"users",
-    "accounts", "qos"}}``: argument dicts for slurm_qos, slurm_account and
-    slurm_user (present), and the names the inventory marks absent (removed
-    in the order users, accounts children first, QoS).
+    "accounts", "qos"}, "entries"}``: argument dicts for slurm_qos,
+    slurm_account and slurm_user (present), the names the inventory marks
+    absent, and ``entries``, all of them as the slurm_accounting module
+    takes them (accounting_entries).
     """
     db_clusters = sorted(str(c).lower() for c in db_clusters)
     plan = {"clusters": db_clusters, "qos": [], "accounts": [], "users": [],
             "absent": {"users": [], "accounts": [], "qos": []}}
     if not db_clusters:
+        plan["entries"] = accounting_entries(plan)
         return plan
     for item in qos or []:
         if item.get("state", "present") == "absent":
@@ -478,7 +480,22 @@ def accounting_plan(db_clusters, qos, accounts, users, default_qos=None):
         if item.get("admin_level") is not None:
             args["admin_level"] = str(item["admin_level"]).lower()
         plan["users"].append(args)
+    plan["entries"] = accounting_entries(plan)
     return plan
+
+
+def accounting_entries(plan):
+    """The plan as the slurm_accounting module's ``qos``, ``accounts`` and ``users``.
+
+    root's default QoS comes first among the accounts: every association
+    created after it inherits it. The module removes what ``absent`` names
+    after the rest, users first, then accounts, then QoS.
+    """
+    def gone(names):
+        return [{"name": name, "state": "absent"} for name in names]
+    return {"qos": plan["qos"] + gone(plan["absent"]["qos"]),
+            "accounts": ([plan["root"]] if "root" in plan else []) + plan["accounts"] + gone(plan["absent"]["accounts"]),
+            "users": plan["users"] + gone(plan["absent"]["users"])}
 
 
 # The Slurm user the copilot's slurmrestd requests run as: roles/copilot writes

@@ -569,6 +569,55 @@ def delete_cluster(runner, name):
     return runner.write(delete_cluster_args(name))
 
 
+def cluster_diff_view(name, cluster):
+    """The part of a cluster shown in --diff output."""
+    if cluster is None:
+        return {"name": name, "state": "absent"}
+    return {
+        "name": cluster["name"],
+        "state": "present",
+        "features": list(cluster["features"]),
+        "federation": cluster["federation"],
+        "fed_state": cluster["fed_state"],
+    }
+
+
+def ensure_cluster(runner, params, check_mode=False, diff=False):
+    """Bring the cluster to the wanted state; return the module result.
+
+    read -> plan -> nothing to do? return -> check mode? report -> apply -> re-read.
+    Raises ``ValueError`` for requests Slurm cannot satisfy and
+    ``SacctmgrError`` when sacctmgr fails.
+    """
+    warnings = []
+    name = validate_cluster_name(params["name"])
+    if name != params["name"]:
+        warnings.append(
+            "cluster name {!r} is stored by Slurm in lower case as {!r}".format(params["name"], name)
+        )
+
+    before = get_cluster(runner, name)
+    plan = plan_cluster(
+        before,
+        name,
+        state=params.get("state") or "present",
+        features=params.get("features"),
+        features_mode=params.get("features_mode") or "set",
+        fedstate=params.get("fedstate"),
+    )
+    changed, commands, after = apply_plan(runner, plan, check_mode, lambda: get_cluster(runner, name))
+
+    result = {
+        "changed": changed,
+        "cluster": after if after is not None else {},
+        "commands": commands,
+        "warnings": warnings,
+    }
+    if diff:
+        result["diff"] = {"before": cluster_diff_view(name, before), "after": cluster_diff_view(name, after)}
+    return result
+
+
 # --------------------------------------------------------------------------
 # Federations
 #

@@ -1078,3 +1078,68 @@ def read_database(runner, clusters=None):
                         default_accounts={c: a for c, a in user["default_accounts"].items() if c in wanted})
         users.append(user)
     return {"qos": qos, "accounts": accounts, "users": users}
+
+
+# --------------------------------------------------------------------------
+# One object per call: the options and the ensure of slurm_qos, slurm_account
+# and slurm_user, shared with slurm_accounting (many objects in one run).
+
+
+def qos_argument_spec():
+    """slurm_qos's options, without the sacctmgr ones."""
+    return {
+        "name": {"type": "str", "required": True},
+        "state": {"type": "str", "default": "present", "choices": ["present", "absent"]},
+        "description": {"type": "str"},
+        "priority": {"type": "int"},
+        "preempt": {"type": "list", "elements": "str"},
+        "preempt_mode": {"type": "str"},
+        "flags": {"type": "list", "elements": "str"},
+        "usage_factor": {"type": "float"},
+        "max_jobs_per_user": {"type": "int"},
+        "max_submit_jobs_per_user": {"type": "int"},
+        "max_wall": {"type": "str"},
+        "max_tres_per_user": {"type": "dict"},
+        "max_tres_per_job": {"type": "dict"},
+        "grp_tres": {"type": "dict"},
+        "grp_jobs": {"type": "int"},
+        "grp_submit_jobs": {"type": "int"},
+    }
+
+
+def account_argument_spec():
+    """slurm_account's options, without the sacctmgr ones."""
+    spec = association_argument_spec()
+    spec.update(
+        name={"type": "str", "required": True},
+        state={"type": "str", "default": "present", "choices": ["present", "absent"]},
+        clusters={"type": "list", "elements": "str"},
+        parent={"type": "str"},
+        description={"type": "str"},
+        organization={"type": "str"},
+    )
+    return spec
+
+
+def user_argument_spec():
+    """slurm_user's options, without the sacctmgr ones."""
+    association = association_argument_spec()
+    association.update(
+        account={"type": "str", "required": True},
+        cluster={"type": "str", "required": True},
+        partition={"type": "str"},
+    )
+    return {
+        "name": {"type": "str", "required": True},
+        "state": {"type": "str", "default": "present", "choices": ["present", "absent"]},
+        "admin_level": {"type": "str", "choices": list(ADMIN_LEVELS)},
+        "default_account": {"type": "str"},
+        "associations": {"type": "list", "elements": "dict", "options": association},
+        "associations_mode": {"type": "str", "default": "set", "choices": list(ASSOCIATIONS_MODES)},
+        "clusters": {"type": "list", "elements": "str"},
+    }
+
+
+ensure_qos = ensuring("qos", get_qos, plan_qos)
+ensure_account = ensuring("account", get_account, plan_account)
+ensure_user = ensuring("user", get_user, plan_user)

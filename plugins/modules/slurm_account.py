@@ -197,26 +197,14 @@ from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr import (
     sacctmgr_argument_spec,
 )
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr_assoc import (
-    association_argument_spec,
-    ensuring,
-    get_account,
-    plan_account,
+    account_argument_spec,
+    ensure_account,
 )
-
-ensure_account = ensuring("account", get_account, plan_account)
 
 
 def main():
     argument_spec = sacctmgr_argument_spec()
-    argument_spec.update(association_argument_spec())
-    argument_spec.update(
-        name={"type": "str", "required": True},
-        state={"type": "str", "default": "present", "choices": ["present", "absent"]},
-        clusters={"type": "list", "elements": "str"},
-        parent={"type": "str"},
-        description={"type": "str"},
-        organization={"type": "str"},
-    )
+    argument_spec.update(account_argument_spec())
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     run_module(module, ensure_account)
 

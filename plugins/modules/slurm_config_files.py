@@ -113,6 +113,30 @@ options:
       group:
         description: Group (kept when not given).
         type: str
+  logs:
+    description:
+      - Files that daemons or their programs append to (logs), created empty when missing, with their owner, group
+        and mode fixed. Their content is never read or changed.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: The file.
+        type: path
+        required: true
+      owner:
+        description: Owner.
+        type: str
+        default: root
+      group:
+        description: Group.
+        type: str
+        default: root
+      mode:
+        description: Octal mode, as a string.
+        type: str
+        default: "0640"
   slurm_conf:
     description: The slurm.conf among O(files) (its old and new text decide restart or reconfigure).
     type: path
@@ -160,6 +184,13 @@ options:
           - Where the pending restart/reconfigure markers of O(markers_dir) live. Once the daemon started or
             restarted here, it read every file, so the markers there go (the change they kept is applied).
         type: path
+  services:
+    description:
+      - More systemd units these files are for (a path unit and a timer, say), each kept running as O(service) is,
+        after it, in the given order, with the same options.
+    type: list
+    elements: dict
+    default: []
 attributes:
   check_mode:
     support: full
@@ -208,6 +239,11 @@ service_actions:
   type: list
   elements: str
   sample: [enable, start]
+unit_actions:
+  description: The C(systemctl) verbs run on each unit of O(service) and O(services) (or that would run, in check mode).
+  returned: always
+  type: dict
+  sample: {hybridhpc-power.path: [enable, start], hybridhpc-power-reconcile.timer: []}
 restart_required:
   description: The daemons must restart (a key reconfigure cannot apply changed, now or in an interrupted run).
   returned: always
@@ -221,6 +257,7 @@ config_changed:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_files, system_accounts, systemd_unit
 
@@ -244,11 +281,8 @@ def _wanted_bytes(module, spec):
     return spec["content"].encode("utf-8"), False
 
 
-def _run_service(module, files_changed):
-    """Enable, start or restart the daemon of O(service); the verbs run (or that would, in check mode)."""
-    service = module.params["service"]
-    if not service:
-        return []
+def _run_service(module, service, files_changed):
+    """Enable, start or restart the unit of one O(service) entry; the verbs run (or that would, in check mode)."""
     systemctl = module.get_bin_path("systemctl", required=True)
     rc, out, err = module.run_command(systemd_unit.show_command(systemctl, service["name"]))
     if rc != 0:
@@ -271,6 +305,28 @@ def _run_service(module, files_changed):
                 if os.path.exists(path):
                     os.unlink(path)
     return actions
+
+
+SERVICE_OPTIONS = dict(
+    name=dict(type="str", required=True),
+    state=dict(type="str", choices=["started", "restarted"], default="started"),
+    enabled=dict(type="bool", default=True),
+    restart_on_change=dict(type="bool", default=True),
+    drop_ins=dict(type="list", elements="path", default=[]),
+    applied_markers_dir=dict(type="path"),
+)
+
+
+def _services(module):
+    """O(services), each entry checked and completed as O(service) is."""
+    validator = ArgumentSpecValidator(SERVICE_OPTIONS)
+    entries = []
+    for index, entry in enumerate(module.params["services"]):
+        outcome = validator.validate(entry)
+        if outcome.error_messages:
+            module.fail_json(msg="services[%d]: %s" % (index, "; ".join(outcome.error_messages)))
+        entries.append(outcome.validated_parameters)
+    return entries
 
 
 def main():
@@ -302,17 +358,19 @@ def main():
             )),
             slurm_conf=dict(type="path"),
             markers_dir=dict(type="path"),
-            service=dict(type="dict", options=dict(
-                name=dict(type="str", required=True),
-                state=dict(type="str", choices=["started", "restarted"], default="started"),
-                enabled=dict(type="bool", default=True),
-                restart_on_change=dict(type="bool", default=True),
-                drop_ins=dict(type="list", elements="path", default=[]),
-                applied_markers_dir=dict(type="path"),
+            logs=dict(type="list", elements="dict", default=[], options=dict(
+                path=dict(type="path", required=True),
+                owner=dict(type="str", default="root"),
+                group=dict(type="str", default="root"),
+                mode=dict(type="str", default="0640"),
             )),
+            service=dict(type="dict", options=SERVICE_OPTIONS),
+            # Each entry checked against SERVICE_OPTIONS below (documented once, under service).
+            services=dict(type="list", elements="dict", default=[]),
         ),
         supports_check_mode=True,
     )
+    units = ([module.params["service"]] if module.params["service"] else []) + _services(module)
     # First: the directories and files below may belong to these accounts.
     account_commands = system_accounts.ensure(module, module.params["accounts"])
     changed = bool(account_commands)
@@ -344,6 +402,14 @@ def main():
             if not module.check_mode:
                 config_files.write_atomically(module, dest, data, ".slurm_config_files.")
         changed = _attributes(module, dest, spec, changed) or changed
+    for spec in module.params["logs"]:
+        path = spec["path"]
+        if not os.path.exists(path):
+            changed = True
+            if not module.check_mode:
+                # Created private; _attributes then gives it its owner and mode.
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+        changed = _attributes(module, path, spec, changed) or changed
     for spec in module.params["modes"]:
         if os.path.exists(spec["path"]):
             changed = _attributes(module, spec["path"], spec, changed) or changed
@@ -370,11 +436,15 @@ def main():
             changed = True
 
     # After the files: the daemon starts (or restarts) with them in place.
-    service_actions = _run_service(module, bool(changed_files))
-    changed = changed or bool(service_actions)
+    unit_actions = {}
+    for service in units:
+        unit_actions[service["name"]] = _run_service(module, service, bool(changed_files))
+    service_actions = unit_actions.get(module.params["service"]["name"], []) if module.params["service"] else []
+    changed = changed or any(unit_actions.values())
 
     result = dict(changed=changed, account_commands=account_commands, changed_files=changed_files, removed_files=removed,
-                  restart_required=restart_required, config_changed=config_changed, service_actions=service_actions)
+                  restart_required=restart_required, config_changed=config_changed, service_actions=service_actions,
+                  unit_actions=unit_actions)
     if module._diff and diffs:
         result["diff"] = diffs
     module.exit_json(**result)

@@ -51,8 +51,9 @@ options:
       - Member clusters of the federation, as C(ClusterName) in
         C(slurm.conf). Compared and written in lower case.
       - Every cluster that joins must already exist in the accounting
-        database (add it with M(hybridhpc.slurm.slurm_cluster) or start its
-        slurmctld) and must not be in another federation.
+        database (add it with O(cluster_features), with
+        M(hybridhpc.slurm.slurm_cluster) or by starting its slurmctld) and
+        must not be in another federation.
       - With O(clusters_mode=set), an empty list removes every member.
       - When not given, the members are left as they are.
       - Removing a cluster does not wait for its federated jobs; to let them
@@ -79,6 +80,15 @@ options:
       - When not given, the flags are left as they are.
     type: list
     elements: str
+  cluster_features:
+    description:
+      - Clusters to register before the federation is written, each mapped to its features. A cluster the
+        accounting database does not know is added, and its features are set to exactly the list given (left as they
+        are for V(null)), as M(hybridhpc.slurm.slurm_cluster) does with
+        O(hybridhpc.slurm.slurm_cluster#module:features_mode=set). One module run where a loop over
+        M(hybridhpc.slurm.slurm_cluster) took one per cluster.
+      - Ignored with O(state=absent).
+    type: dict
 attributes:
   check_mode:
     support: full
@@ -103,10 +113,11 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Make sure the clusters are known to the accounting database
-  hybridhpc.slurm.slurm_cluster:
-    name: "{{ item }}"
-  loop: [alpha, beta]
+- name: Register alpha (features gpu) and beta, then federate exactly them
+  hybridhpc.slurm.slurm_federation:
+    name: hpcfed
+    clusters: [alpha, beta]
+    cluster_features: {alpha: [gpu], beta: null}
 
 - name: Federate exactly alpha and beta
   hybridhpc.slurm.slurm_federation:
@@ -220,6 +231,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr import (
     CLUSTERS_MODES,
     apply_plan,
+    ensure_cluster,
     federation_joining_clusters,
     get_cluster,
     get_federation,
@@ -266,11 +278,23 @@ def ensure_federation(runner, params, check_mode=False, diff=False):
                 "cluster names {} are stored by Slurm in lower case".format(", ".join(upper))
             )
 
+    # First the clusters to register: a cluster must be known before it joins.
+    registered, cluster_commands, clusters_changed = {}, [], False
+    if state == "present":
+        for cluster, features in sorted((params.get("cluster_features") or {}).items()):
+            outcome = ensure_cluster(runner, {"name": cluster, "state": "present", "features": features,
+                                              "features_mode": "set"}, check_mode=check_mode)
+            registered[outcome["cluster"]["name"]] = outcome["cluster"]
+            cluster_commands += outcome["commands"]
+            clusters_changed = clusters_changed or outcome["changed"]
+            warnings += outcome["warnings"]
+
     before = get_federation(runner, name)
     views = {}
     if state == "present":
         for cluster in federation_joining_clusters(before, clusters, clusters_mode):
-            views[cluster] = get_cluster(runner, cluster)
+            # In check mode a cluster registered above is only planned: its planned view.
+            views[cluster] = registered[cluster] if cluster in registered else get_cluster(runner, cluster)
     plan = plan_federation(
         before,
         name,
@@ -283,9 +307,9 @@ def ensure_federation(runner, params, check_mode=False, diff=False):
     changed, commands, after = apply_plan(runner, plan, check_mode, lambda: get_federation(runner, name))
 
     result = {
-        "changed": changed,
+        "changed": changed or clusters_changed,
         "federation": after if after is not None else {},
-        "commands": commands,
+        "commands": cluster_commands + commands,
         "warnings": warnings,
     }
     if diff:
@@ -301,6 +325,7 @@ def main():
         clusters={"type": "list", "elements": "str"},
         clusters_mode={"type": "str", "default": "set", "choices": list(CLUSTERS_MODES)},
         flags={"type": "list", "elements": "str"},
+        cluster_features={"type": "dict"},
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     run_module(module, ensure_federation)

@@ -43,6 +43,8 @@ options:
       - Every task of the run carries each host's facts (Ansible copies and wraps them per host and task), so a
         play that reads a few facts runs faster keeping only those; a compute node's devices and mounts are most
         of its facts.
+      - When no pattern keeps C(mounts), the mount facts are not even read (findmnt and a statvfs of every mount,
+        most of the C(hardware) subset's time).
     type: list
     elements: str
     default: []
@@ -107,9 +109,12 @@ file:
 """
 
 import base64
+import contextlib
+import fnmatch
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.facts import ansible_collector, default_collectors
+from ansible.module_utils.facts.hardware import linux as linux_hardware
 from ansible.module_utils.facts.namespace import PrefixFactNamespace
 
 # The format module_utils/host_packages.missing() reads (a test keeps the two
@@ -120,6 +125,28 @@ DPKG_QUERY_FORMAT = "${db:Status-Abbrev} ${Package}\n"
 MINIMAL_GATHER_SUBSET = frozenset(["apparmor", "caps", "cmdline", "date_time", "distribution", "dns", "env", "fips",
                                    "local", "lsb", "pkg_mgr", "platform", "python", "selinux", "service_mgr",
                                    "ssh_pub_keys", "user"])
+
+
+@contextlib.contextmanager
+def mounts_only_when_kept(filter_spec):
+    """Skip the mount facts while gathering when O(filter) drops them anyway.
+
+    Ansible's hardware collector always reads them: findmnt, then a statvfs of
+    every mount in a thread pool, most of the subset's time (0.2 s of a 0.25 s
+    subset on a lab node) for facts the filter then throws away.
+    """
+    kept = not filter_spec or any(fnmatch.fnmatch(name, pattern)
+                                  for pattern in filter_spec for name in ("mounts", "ansible_mounts"))
+    hardware = getattr(linux_hardware, "LinuxHardware", None)
+    if kept or hardware is None or not hasattr(hardware, "get_mount_facts"):
+        yield
+        return
+    original = hardware.get_mount_facts
+    hardware.get_mount_facts = lambda self: {}
+    try:
+        yield
+    finally:
+        hardware.get_mount_facts = original
 
 
 def gather(module):
@@ -134,7 +161,8 @@ def gather(module):
         )
     except Exception as exc:  # noqa: BLE001 -- setup reports a bad subset the same way
         module.fail_json(msg="gather_subset: %s" % exc)
-    return collector.collect(module=module)
+    with mounts_only_when_kept(module.params["filter"]):
+        return collector.collect(module=module)
 
 
 def read_file(path):

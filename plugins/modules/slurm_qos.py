@@ -207,34 +207,14 @@ from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr import (
     sacctmgr_argument_spec,
 )
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr_assoc import (
-    ensuring,
-    get_qos,
-    plan_qos,
+    ensure_qos,
+    qos_argument_spec,
 )
-
-ensure_qos = ensuring("qos", get_qos, plan_qos)
 
 
 def main():
     argument_spec = sacctmgr_argument_spec()
-    argument_spec.update(
-        name={"type": "str", "required": True},
-        state={"type": "str", "default": "present", "choices": ["present", "absent"]},
-        description={"type": "str"},
-        priority={"type": "int"},
-        preempt={"type": "list", "elements": "str"},
-        preempt_mode={"type": "str"},
-        flags={"type": "list", "elements": "str"},
-        usage_factor={"type": "float"},
-        max_jobs_per_user={"type": "int"},
-        max_submit_jobs_per_user={"type": "int"},
-        max_wall={"type": "str"},
-        max_tres_per_user={"type": "dict"},
-        max_tres_per_job={"type": "dict"},
-        grp_tres={"type": "dict"},
-        grp_jobs={"type": "int"},
-        grp_submit_jobs={"type": "int"},
-    )
+    argument_spec.update(qos_argument_spec())
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     run_module(module, ensure_qos)
 

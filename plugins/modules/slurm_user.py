@@ -240,34 +240,14 @@ from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr import (
     sacctmgr_argument_spec,
 )
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr_assoc import (
-    ADMIN_LEVELS,
-    ASSOCIATIONS_MODES,
-    association_argument_spec,
-    ensuring,
-    get_user,
-    plan_user,
+    ensure_user,
+    user_argument_spec,
 )
-
-ensure_user = ensuring("user", get_user, plan_user)
 
 
 def main():
-    association = association_argument_spec()
-    association.update(
-        account={"type": "str", "required": True},
-        cluster={"type": "str", "required": True},
-        partition={"type": "str"},
-    )
     argument_spec = sacctmgr_argument_spec()
-    argument_spec.update(
-        name={"type": "str", "required": True},
-        state={"type": "str", "default": "present", "choices": ["present", "absent"]},
-        admin_level={"type": "str", "choices": list(ADMIN_LEVELS)},
-        default_account={"type": "str"},
-        associations={"type": "list", "elements": "dict", "options": association},
-        associations_mode={"type": "str", "default": "set", "choices": list(ASSOCIATIONS_MODES)},
-        clusters={"type": "list", "elements": "str"},
-    )
+    argument_spec.update(user_argument_spec())
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     run_module(module, ensure_user)
 

@@ -22,9 +22,11 @@ PRELOAD = """
 import json, sys
 from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
 _AnsibleCollectionFinder(paths=[%r])._install()
+PLUGINS = "ansible_collections.hybridhpc.slurm.plugins."
 from ansible_collections.hybridhpc.slurm.plugins.callback.preload import preload
 loaded = preload()
-print(json.dumps({"loaded": loaded, "modules": sorted(sys.modules)}))
+parsed = sys.modules[PLUGINS + "action.role_arguments"]._PARSED
+print(json.dumps({"loaded": loaded, "modules": sorted(sys.modules), "parsed": sorted(parsed)}))
 """ % str(COLLECTIONS)
 
 
@@ -61,6 +63,13 @@ def test_the_module_utils_the_filters_use_are_imported():
     assert PLUGINS + "module_utils.site_inputs" in wanted
     assert wanted <= modules, "not imported: %s" % sorted(wanted - modules)
     assert PLUGINS + "action.role_arguments" in modules
+
+
+def test_the_role_files_role_arguments_reads_are_parsed_once_before_the_workers_fork():
+    parsed = {p.split("/roles/", 1)[1] for p in run_preload()["parsed"]}
+    specs = {path.relative_to(ROOT / "roles").as_posix() for path in (ROOT / "roles").glob("*/meta/argument_specs.yml")}
+    assert len(specs) > 10 and specs <= parsed
+    assert "slurm_common/defaults/main.yml" in parsed
 
 
 def test_no_heavy_library_is_imported_in_ansible_playbook():

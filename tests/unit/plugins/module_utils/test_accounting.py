@@ -223,6 +223,14 @@ def test_absent_entries_and_default_qos():
     plan = accounting.accounting_plan(["onprem"], QOS, ACCOUNTS, USERS, default_qos="Normal")
     assert plan["absent"]["users"] == ["carol"]
     assert plan["root"] == {"name": "root", "clusters": ["onprem"], "qos": ["normal"], "default_qos": "normal"}
+    # As the slurm_accounting module takes them: root's default QoS before the
+    # other accounts, what the inventory removes marked absent.
+    entries = plan["entries"]
+    assert entries["accounts"][0] == plan["root"]
+    assert entries["accounts"][1:] == plan["accounts"] + [{"name": n, "state": "absent"}
+                                                          for n in plan["absent"]["accounts"]]
+    assert entries["users"][-1] == {"name": "carol", "state": "absent"}
+    assert entries["qos"][:len(plan["qos"])] == plan["qos"]
 
 
 # ----------------------------------------------------------------- purge

@@ -149,6 +149,20 @@ def test_modes_are_fixed_on_paths_that_exist_and_absent_ones_are_left_alone(run_
     assert not run_module(spec)["changed"]
 
 
+def test_logs_are_created_empty_once_and_their_content_never_touched(run_module, tmp_path):
+    log = tmp_path / "power.log"
+    spec = {"logs": [{"path": str(log), "owner": USER, "group": GROUP}]}
+    check = run_module(spec, check_mode=True)
+    assert check["changed"] and not log.exists()
+    assert run_module(spec)["changed"]
+    assert log.read_bytes() == b"" and oct(log.stat().st_mode & 0o777) == "0o640"
+    log.write_text("resume cloud-c1\n")
+    assert not run_module(spec)["changed"]
+    os.chmod(log, 0o666)
+    assert run_module(spec)["changed"]
+    assert oct(log.stat().st_mode & 0o777) == "0o640" and log.read_text() == "resume cloud-c1\n"
+
+
 # The daemon's unit, through a stand-in for systemctl on PATH: it keeps the
 # unit's state in a file and logs the verbs it was given (the real systemd is
 # exercised by the molecule scenarios: munge and slurmd on every lab node).
@@ -157,20 +171,23 @@ import json, sys
 state_file, log_file = sys.argv[0] + ".state", sys.argv[0] + ".log"
 state = json.load(open(state_file))
 args = [a for a in sys.argv[1:] if a != "--"]
+# One state for every unit, or each unit its own under "units".
+unit = state if args[0] == "daemon-reload" else state.get("units", {}).get(args[-1], state)
 if args[0] == "show":
-    print("\\n".join("%s=%s" % kv for kv in state.items()))
+    print("\\n".join("%s=%s" % kv for kv in unit.items() if kv[0] != "units"))
     sys.exit(0)
 open(log_file, "a").write(" ".join(args) + "\\n")
 if state.get("fail") == args[0]:
     print("Job for %s failed." % args[1], file=sys.stderr)
     sys.exit(1)
 if args[0] in ("start", "restart"):
-    state["ActiveState"] = "active"
+    unit["ActiveState"] = "active"
 if args[0] == "enable":
-    state["UnitFileState"] = "enabled"
+    unit["UnitFileState"] = "enabled"
 if args[0] == "daemon-reload":
-    state["NeedDaemonReload"] = "no"
-    state["DropInPaths"] = state.get("DropInPaths_on_disk", state.get("DropInPaths", ""))
+    for unit in [state] + list(state.get("units", {}).values()):
+        unit["NeedDaemonReload"] = "no"
+        unit["DropInPaths"] = unit.get("DropInPaths_on_disk", unit.get("DropInPaths", ""))
 json.dump(state, open(state_file, "w"))
 """
 
@@ -339,3 +356,28 @@ def test_a_missing_account_is_planned_in_check_mode_and_makes_the_step_changed(r
     assert result["changed"]
     assert [argv[0] for argv in result["account_commands"]] == ["groupadd", "useradd"]
     assert ["--uid", "64999"] == result["account_commands"][1][2:4]
+
+
+def test_more_units_run_after_the_service_each_as_it_would_alone(run_module, tmp_path, systemctl):
+    idle = {"LoadState": "loaded", "ActiveState": "inactive", "UnitFileState": "disabled"}
+    running = {"LoadState": "loaded", "ActiveState": "active", "UnitFileState": "enabled"}
+    systemctl.set(LoadState="loaded", units={"munge": dict(running), "power.path": dict(idle),
+                                             "power.timer": dict(running)})
+    spec = dict(key_args(tmp_path), services=[{"name": "power.path"}, {"name": "power.timer"}])
+    first = run_module(spec)
+    assert first["unit_actions"] == {"munge": ["restart"], "power.path": ["enable", "start"],
+                                     "power.timer": ["restart"]}
+    assert first["service_actions"] == ["restart"]
+    assert systemctl.verbs() == ["restart munge", "enable power.path", "start power.path", "restart power.timer"]
+    again = run_module(spec)
+    assert not again["changed"] and again["unit_actions"] == {"munge": [], "power.path": [], "power.timer": []}
+    units_only = run_module({"services": [{"name": "power.timer", "state": "restarted"}]})
+    assert units_only["service_actions"] == [] and units_only["unit_actions"] == {"power.timer": ["restart"]}
+
+
+def test_a_bad_unit_entry_is_named_before_anything_runs(run_module, tmp_path, systemctl):
+    conf = tmp_path / "power.json"
+    result = run_module({"files": [{"dest": str(conf), "content": "{}"}],
+                         "services": [{"name": "power.path"}, {"name": "power.timer", "stat": "restarted"}]})
+    assert result["failed"] and result["msg"].startswith("services[1]: ") and "stat" in result["msg"]
+    assert systemctl.verbs() == [] and not conf.exists()

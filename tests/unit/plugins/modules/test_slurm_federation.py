@@ -99,8 +99,10 @@ class FakeSlurmdbd:
         if verb == "show":
             assert "--parsable2" in options and "--noheader" in options
             return getattr(self, "_show_" + entity)(rest)
-        assert entity == "federation", argv
         self.writes.append(argv)
+        if entity == "cluster":
+            return getattr(self, "_" + verb + "_cluster")(rest)
+        assert entity == "federation", argv
         return getattr(self, "_" + verb)(rest)
 
     @staticmethod
@@ -166,6 +168,23 @@ class FakeSlurmdbd:
         return 0, "".join(lines), ""
 
     # -- writes
+
+    def _add_cluster(self, rest):
+        settings = dict(word.split("=", 1) for word in rest)
+        name = settings["name"].lower()
+        self.clusters[name] = self.cluster(name, features=[f for f in settings.get("features", "").split(",") if f])
+        out = " Adding Cluster(s)\n  Name           = %s\n" % name
+        if self.clusters[name]["features"]:
+            out += " Setting\n" + "".join("  Feature       = %s\n" % f for f in self.clusters[name]["features"])
+        return 0, out, ""
+
+    def _modify_cluster(self, rest):
+        name = self._conditions(rest)[0]["name"].lower()
+        settings = dict(word.split("=", 1) for word in rest[rest.index("set") + 1:])
+        features = [f for f in settings["features"].split(",") if f]
+        self.clusters[name]["features"] = features
+        return 0, " Setting\n" + "".join("  Feature       = %s\n" % f for f in features) + (
+            " Modified cluster...\n  %s\n" % name), ""
 
     @staticmethod
     def _unknown_flag(value):
@@ -407,6 +426,28 @@ def test_create_with_members_then_second_run_is_unchanged():
     assert second["commands"] == []
     assert second["federation"] == first["federation"]
     assert len(dbd.writes) == writes
+
+
+def test_clusters_are_registered_with_their_features_before_they_join_then_nothing_changes():
+    dbd = FakeSlurmdbd([FakeSlurmdbd.cluster("alpha", features=["old"])])
+    wanted = dict(clusters=["alpha", "beta"], cluster_features={"alpha": ["gpu"], "beta": None})
+    check = ensure(dbd, check_mode=True, **wanted)
+    assert dbd.writes == []
+    assert check["changed"] is True
+    assert check["commands"] == [
+        WRITE + ["modify", "cluster", "where", "name=alpha", "set", "features=gpu"],
+        WRITE + ["add", "cluster", "name=beta"],
+        WRITE + ["add", "federation", "name=hpcfed", "clusters=alpha,beta"],
+    ]
+    first = ensure(dbd, **wanted)
+    assert dbd.writes == check["commands"]
+    assert first["federation"]["members"] == [member("alpha", 1, ["gpu"]), member("beta", 2)]
+    writes = len(dbd.writes)
+    again = ensure(dbd, **wanted)
+    assert (again["changed"], again["commands"], len(dbd.writes)) == (False, [], writes)
+    # null leaves the features as they are.
+    dbd.clusters["beta"]["features"] = ["cloud"]
+    assert ensure(dbd, **wanted)["changed"] is False
 
 
 def test_create_empty_federation_and_keep_members_when_clusters_omitted():

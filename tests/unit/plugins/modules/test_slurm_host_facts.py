@@ -53,6 +53,23 @@ def test_a_filter_keeps_only_the_facts_it_names_as_setups_filter_does(run):
     assert {key: unfiltered[key] for key in ours if key != "ansible_local"} == {k: v for k, v in ours.items() if k != "ansible_local"}
 
 
+def test_mounts_are_read_only_when_the_filter_keeps_them(run, monkeypatch):
+    from ansible.module_utils.facts.hardware import linux
+    calls = []
+
+    def mounts(self):
+        calls.append(1)
+        return {"mounts": [{"mount": "/"}]}
+    monkeypatch.setattr(linux.LinuxHardware, "get_mount_facts", mounts)
+    facts = run(slurm_host_facts.main, {"gather_subset": SUBSET, "filter": ["processor_*", "memtotal_mb"]})
+    assert calls == [] and facts["ansible_facts"]["ansible_memtotal_mb"] > 0
+    assert linux.LinuxHardware.get_mount_facts is mounts  # put back after the run
+    for kept in (["ansible_mounts"], ["m*"], []):
+        facts = run(slurm_host_facts.main, {"gather_subset": SUBSET, "filter": kept})
+        assert facts["ansible_facts"]["ansible_mounts"] == [{"mount": "/"}], kept
+    assert len(calls) == 3
+
+
 def test_a_file_is_read_as_slurp_reads_it_and_a_missing_one_is_said(run, tmp_path):
     conf = tmp_path / "slurm.conf"
     conf.write_bytes(b"ClusterName=a\n\xff")
