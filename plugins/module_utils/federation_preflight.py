@@ -44,7 +44,7 @@ def answers(host, port, timeout, clock=time.monotonic, sleep=time.sleep):
 
 
 def check(peers, ports, timeout, resolve=resolves):
-    """``{"unresolved": [names], "unreachable": [[host, port]]}``.
+    """``{"unresolved": [names], "unanswered": [[host, port]]}``.
 
     ``peers``: names that must resolve; ``ports``: ``[host, port]`` pairs
     that must answer. A port of a name that does not resolve is not tried
@@ -53,20 +53,20 @@ def check(peers, ports, timeout, resolve=resolves):
     unresolved = [name for name in peers if not resolve(name)]
     wanted = [(str(host), int(port)) for host, port in ports if host not in unresolved]
     if not wanted:
-        return {"unresolved": unresolved, "unreachable": []}
+        return {"unresolved": unresolved, "unanswered": []}
     with ThreadPoolExecutor(max_workers=min(16, len(wanted))) as pool:
         results = list(pool.map(lambda pair: answers(pair[0], pair[1], timeout), wanted))
     return {"unresolved": unresolved,
-            "unreachable": [[host, port] for (host, port), ok in zip(wanted, results) if not ok]}
+            "unanswered": [[host, port] for (host, port), ok in zip(wanted, results) if not ok]}
 
 
 def problem(result):
     """What to tell the admin (Ansible names the host), or None when every peer resolves and answers."""
-    if not result["unresolved"] and not result["unreachable"]:
+    if not result["unresolved"] and not result["unanswered"]:
         return None
     parts = ["This host cannot reach its federation peers."]
     parts += ["%s: does not resolve (DNS, or set federation_name_resolution: hosts)." % name
               for name in result["unresolved"]]
     parts += ["%s port %s: no TCP connection (peering route between the networks, security group / firewall on %s,"
-              " or the daemon is down)." % (peer, port, port) for peer, port in result["unreachable"]]
+              " or the daemon is down)." % (peer, port, port) for peer, port in result["unanswered"]]
     return " ".join(parts)

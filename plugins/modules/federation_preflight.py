@@ -62,7 +62,7 @@ unresolved:
   returned: always
   type: list
   elements: str
-unreachable:
+unanswered:
   description: The pairs of O(ports) whose name resolved but that did not answer within O(timeout).
   returned: always
   type: list
