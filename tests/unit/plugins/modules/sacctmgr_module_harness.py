@@ -26,6 +26,16 @@ def fixture(name):
     return (FIXTURES / name).read_text()
 
 
+# alice's associations as the recordings user_show_alice / assoc_show_alice_wopl show them.
+ALICE_ASSOCIATIONS = [
+    {"account": "physics", "cluster": "acctbox"},
+    {"account": "physics", "cluster": "acctbox", "partition": "debug"},
+    {"account": "theory", "cluster": "acctbox"},
+    {"account": "chem", "cluster": "acctbox2"},
+    {"account": "physics", "cluster": "acctbox2", "partition": "debug"},
+]
+
+
 class Replay:
     """Answers each sacctmgr call with the next recorded (rc, stdout, stderr)."""
 

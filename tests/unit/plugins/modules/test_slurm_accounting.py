@@ -12,7 +12,7 @@ from __future__ import absolute_import, division, print_function  # noqa: UP010
 __metaclass__ = type  # noqa: UP001
 
 import pytest
-from sacctmgr_module_harness import SACCTMGR, ExitJson, FailJson, Replay, fixture, module_runner
+from sacctmgr_module_harness import ALICE_ASSOCIATIONS, SACCTMGR, ExitJson, FailJson, Replay, fixture, module_runner
 
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import sacctmgr_batch
 from ansible_collections.hybridhpc.slurm.plugins.modules import slurm_accounting
@@ -27,13 +27,7 @@ def run_main(monkeypatch):
 GOLD = fixture("qos_show_gold_24.11.5.txt")
 THEORY = (fixture("account_show_theory_24.11.5.txt"), fixture("assoc_show_theory_wopl_24.11.5.txt"))
 ALICE = (fixture("user_show_alice_24.11.5.txt"), fixture("assoc_show_alice_wopl_24.11.5.txt"))
-ALICE_ASSOCS = [
-    {"account": "physics", "cluster": "acctbox"},
-    {"account": "physics", "cluster": "acctbox", "partition": "debug"},
-    {"account": "theory", "cluster": "acctbox"},
-    {"account": "chem", "cluster": "acctbox2"},
-    {"account": "physics", "cluster": "acctbox2", "partition": "debug"},
-]
+ALICE_ASSOCS = ALICE_ASSOCIATIONS
 MODIFY_GOLD = [SACCTMGR, "--immediate", "modify", "qos", "where", "name=gold", "set",
                "maxwall=2880", "maxtresperuser=cpu=8,mem=-1"]
 MOVE_THEORY = [SACCTMGR, "--immediate", "modify", "account", "where", "name=theory", "cluster=acctbox", "set",

@@ -11,7 +11,7 @@ from __future__ import absolute_import, division, print_function  # noqa: UP010
 __metaclass__ = type  # noqa: UP001
 
 import pytest
-from sacctmgr_module_harness import SACCTMGR, ExitJson, FailJson, Replay, fixture, module_runner
+from sacctmgr_module_harness import ALICE_ASSOCIATIONS, SACCTMGR, ExitJson, FailJson, Replay, fixture, module_runner
 
 from ansible_collections.hybridhpc.slurm.plugins.modules import slurm_user
 
@@ -23,13 +23,7 @@ def run_main(monkeypatch):
 
 
 SHOW = (fixture("user_show_alice_24.11.5.txt"), fixture("assoc_show_alice_wopl_24.11.5.txt"))
-ASSOCS = [
-    {"account": "physics", "cluster": "acctbox"},
-    {"account": "physics", "cluster": "acctbox", "partition": "debug"},
-    {"account": "theory", "cluster": "acctbox"},
-    {"account": "chem", "cluster": "acctbox2"},
-    {"account": "physics", "cluster": "acctbox2", "partition": "debug"},
-]
+ASSOCS = ALICE_ASSOCIATIONS
 SET_DEFAULT = [SACCTMGR, "--immediate", "modify", "user", "where", "name=alice", "cluster=acctbox", "set",
                "defaultaccount=physics"]
 
