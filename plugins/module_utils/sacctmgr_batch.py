@@ -13,8 +13,7 @@ from __future__ import absolute_import, division, print_function  # noqa: UP010
 
 __metaclass__ = type  # noqa: UP001
 
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import option_entries
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr import SacctmgrError
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr_assoc import (
     account_argument_spec,
@@ -39,11 +38,6 @@ ORDER = (("qos", "present"), ("accounts", "present"), ("users", "present"),
          ("users", "absent"), ("accounts", "absent"), ("qos", "absent"))
 
 
-def _where(option, index, entry):
-    name = entry.get("name") if isinstance(entry, dict) else None
-    return "%s[%d]%s" % (option, index, " (%s)" % name if name else "")
-
-
 def validated(entries):
     """``{option: [params]}``: every entry checked and completed as its one-object module would.
 
@@ -51,18 +45,8 @@ def validated(entries):
     may be missing). Raises ValueError naming the entry (``users[2] (alice)``)
     for unknown options, wrong types or choices: before anything is written.
     """
-    result = {}
-    for option, (_key, _ensure, spec) in KINDS.items():
-        validator = ArgumentSpecValidator(spec())
-        result[option] = []
-        for index, entry in enumerate(entries.get(option) or []):
-            if not isinstance(entry, dict):
-                raise ValueError("%s: expected a dict, got %r" % (_where(option, index, entry), entry))
-            outcome = validator.validate(entry)
-            if outcome.error_messages:
-                raise ValueError("%s: %s" % (_where(option, index, entry), "; ".join(outcome.error_messages)))
-            result[option].append(outcome.validated_parameters)
-    return result
+    return {option: option_entries.validated(option, entries.get(option), spec())
+            for option, (_key, _ensure, spec) in KINDS.items()}
 
 
 def steps(params):
@@ -85,7 +69,7 @@ def apply(runner, entries, check_mode=False, diff=False):
     diffs = []
     for option, index, params in steps(validated(entries)):
         key, ensure, _spec = KINDS[option]
-        where = _where(option, index, params)
+        where = option_entries.where(option, index, params)
         try:
             outcome = ensure(runner, params, check_mode=check_mode, diff=diff)
         except ValueError as err:

@@ -257,9 +257,8 @@ config_changed:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_files, system_accounts, systemd_unit
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_files, option_entries, system_accounts, systemd_unit
 
 
 def _attributes(module, path, spec, changed):
@@ -319,14 +318,10 @@ SERVICE_OPTIONS = dict(
 
 def _services(module):
     """O(services), each entry checked and completed as O(service) is."""
-    validator = ArgumentSpecValidator(SERVICE_OPTIONS)
-    entries = []
-    for index, entry in enumerate(module.params["services"]):
-        outcome = validator.validate(entry)
-        if outcome.error_messages:
-            module.fail_json(msg="services[%d]: %s" % (index, "; ".join(outcome.error_messages)))
-        entries.append(outcome.validated_parameters)
-    return entries
+    try:
+        return option_entries.validated("services", module.params["services"], SERVICE_OPTIONS)
+    except ValueError as err:
+        module.fail_json(msg=str(err))
 
 
 def main():

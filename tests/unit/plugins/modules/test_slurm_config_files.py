@@ -379,5 +379,5 @@ def test_a_bad_unit_entry_is_named_before_anything_runs(run_module, tmp_path, sy
     conf = tmp_path / "power.json"
     result = run_module({"files": [{"dest": str(conf), "content": "{}"}],
                          "services": [{"name": "power.path"}, {"name": "power.timer", "stat": "restarted"}]})
-    assert result["failed"] and result["msg"].startswith("services[1]: ") and "stat" in result["msg"]
+    assert result["failed"] and result["msg"].startswith("services[1] (power.timer): ") and "stat" in result["msg"]
     assert systemctl.verbs() == [] and not conf.exists()
