@@ -25,9 +25,24 @@ def slurm_packages(component, facts, override=None):
 def slurm_host_packages(host, groups, host_vars, facts, jwt):
     """Every package a host needs for the Slurm components its groups give it."""
     try:
-        return host_packages.host_packages(host_packages.host_components(host, groups, host_vars, jwt), facts, host_vars)
+        return host_packages.host_packages(host_packages.host_components(host, groups, host_vars, jwt, facts), facts, host_vars)
     except (KeyError, ValueError) as exc:
         raise AnsibleFilterError("slurm_host_packages: %s" % exc) from exc
+
+
+def slurm_host_apt_sources(host, groups, host_vars, facts):
+    """The apt sources and pins (dest, content) a host's one transaction needs in place before it runs."""
+    return host_packages.host_apt_sources(host, groups, host_vars, facts)
+
+
+def slurm_apptainer_fallback_files(facts, method, releases_without, suite, mirror):
+    """The apt source and pin that take Apptainer alone from the fallback suite ([] where the release has it)."""
+    return host_packages.apptainer_fallback_files(facts, method, releases_without, suite, mirror)
+
+
+def slurm_apt_sources_changed(changed_files):
+    """Whether a run changed an apt source or pin (the index is then refreshed at once)."""
+    return host_packages.sources_changed(changed_files)
 
 
 def slurm_login_sackd(host, groups, host_vars):
@@ -64,6 +79,9 @@ class FilterModule(object):
         return {
             "slurm_packages": slurm_packages,
             "slurm_host_packages": slurm_host_packages,
+            "slurm_host_apt_sources": slurm_host_apt_sources,
+            "slurm_apptainer_fallback_files": slurm_apptainer_fallback_files,
+            "slurm_apt_sources_changed": slurm_apt_sources_changed,
             "slurm_login_sackd": slurm_login_sackd,
             "slurm_packages_covered": slurm_packages_covered,
             "slurm_packages_missing": slurm_packages_missing,

@@ -29,6 +29,9 @@ PACKAGES = {
         "jwt": ["slurm-wlm-jwt-plugin"],
         "sackd": ["sackd"],
         "pam_slurm_adopt": ["libpam-slurm-adopt"],
+        # The runtime and the image build tools (the apptainer role's; its
+        # user packages come from apptainer_user_packages).
+        "apptainer": ["apptainer", "squashfs-tools"],
     },
     "RedHat": {
         "munge": ["munge"],
@@ -43,6 +46,7 @@ PACKAGES = {
         "sackd": ["slurm-sackd"],
         # Slurm's own RPM (slurm.spec) packages the module as slurm-pam_slurm.
         "pam_slurm_adopt": ["slurm-pam_slurm"],
+        "apptainer": ["apptainer", "squashfs-tools"],
     },
 }
 
@@ -58,7 +62,20 @@ OVERRIDES = {
     "jwt": "slurmrestd_jwt_packages",
     "sackd": "slurm_login_sackd_packages",
     "pam_slurm_adopt": "pam_slurm_adopt_packages",
+    "apptainer": None,
 }
+
+# The apptainer role's defaults (roles/apptainer/defaults/main.yml; a test
+# keeps them equal): slurm_common reads the inventory, where another role's
+# defaults are not.
+APPTAINER_DEFAULTS = {
+    "apptainer_install_method": "package",
+    "apptainer_debian_releases_without_package": ["bullseye", "bookworm", "trixie"],
+    "apptainer_debian_fallback_suite": "sid",
+    "apptainer_debian_mirror": "http://deb.debian.org/debian",
+    "apptainer_user_packages": ["squashfuse", "fuse3", "fuse2fs"],
+}
+APT_DIR = "/etc/apt/"
 
 LOCAL_DATABASE = ("localhost", "127.0.0.1")
 
@@ -83,7 +100,7 @@ def packages(component, facts, override=None):
     return list(PACKAGES[family(facts)][component])
 
 
-def host_components(host, groups, host_vars, jwt):
+def host_components(host, groups, host_vars, jwt, facts=None):
     """The components a host runs, from its groups (MUNGE and the client tools on every host).
 
     `jwt` is whether the host's cluster uses auth/jwt: the plugin goes where
@@ -113,7 +130,78 @@ def host_components(host, groups, host_vars, jwt):
         components.append("sackd")
     if pam_slurm_adopt(host, groups, host_vars):
         components.append("pam_slurm_adopt")
+    if facts is not None and apptainer_in_transaction(host, groups, host_vars, facts):
+        components.append("apptainer")
     return components
+
+
+def apptainer_in_transaction(host, groups, host_vars, facts):
+    """Whether the host's one transaction installs Apptainer too.
+
+    Where site.yml runs the apptainer role (compute nodes, unless
+    apptainer_enabled is off) with the package method, on Debian: Apptainer
+    and the Slurm packages then share one index refresh, one package-manager
+    start and one dpkg run, which on a new compute node was most of its
+    install time. Its fallback suite's source comes first (host_apt_sources).
+    Ubuntu adds a PPA and EL enables EPEL before the install: the role still
+    installs there itself.
+    """
+    if host not in (groups.get("slurmd") or []):
+        return False
+    if not truthy(host_vars.get("apptainer_enabled", True)):
+        return False
+    method = host_vars.get("apptainer_install_method", APPTAINER_DEFAULTS["apptainer_install_method"])
+    return method == "package" and facts.get("distribution") == "Debian"
+
+
+def apptainer_fallback_files(facts, method, releases_without, suite, mirror):
+    """The apt source and pin that take Apptainer alone from the fallback suite ([] where the release has it).
+
+    Both the apptainer role and slurm_common's transaction write these, so
+    their content has one author. The source downloads no translated
+    descriptions (Languages: none): on a new host that is a second index of
+    the size of the suite's package list, fetched and parsed for nothing.
+    """
+    if method != "package" or facts.get("distribution") != "Debian" \
+            or facts.get("distribution_release") not in (releases_without or []):
+        return []
+    header = "# Ansible managed (hybridhpc.slurm): Apptainer from %s, nothing else.\n" % suite
+    source = (header
+              + "Types: deb\n"
+              + "URIs: %s\n" % mirror
+              + "Suites: %s\n" % suite
+              + "Components: main\n"
+              + "Languages: none\n"
+              + "Check-Valid-Until: no\n"
+              + "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n")
+    pin = (header
+           + "Package: *\n"
+           + "Pin: release n=%s\n" % suite
+           + "Pin-Priority: 100\n"
+           + "\n"
+           + "Package: apptainer\n"
+           + "Pin: release n=%s\n" % suite
+           + "Pin-Priority: 990\n")
+    return [{"dest": "/etc/apt/sources.list.d/hybridhpc-apptainer-%s.sources" % suite, "content": source},
+            {"dest": "/etc/apt/preferences.d/hybridhpc-apptainer", "content": pin}]
+
+
+def host_apt_sources(host, groups, host_vars, facts):
+    """The apt sources and pins the host's transaction needs in place first (Apptainer's fallback suite)."""
+    if not apptainer_in_transaction(host, groups, host_vars, facts):
+        return []
+
+    def setting(name):
+        return host_vars.get(name, APPTAINER_DEFAULTS[name])
+
+    return apptainer_fallback_files(facts, setting("apptainer_install_method"),
+                                    setting("apptainer_debian_releases_without_package"),
+                                    setting("apptainer_debian_fallback_suite"), setting("apptainer_debian_mirror"))
+
+
+def sources_changed(changed_files):
+    """True when a run changed an apt source or pin: the index is then refreshed however fresh it is."""
+    return any(str(path).startswith(APT_DIR) for path in changed_files or [])
 
 
 def pam_slurm_adopt(host, groups, host_vars):
@@ -151,7 +239,10 @@ def host_packages(components, facts, host_vars):
     """The sorted, de-duplicated package names of these components (inventory overrides applied)."""
     names = set()
     for component in components:
-        names.update(packages(component, facts, host_vars.get(OVERRIDES[component])))
+        override = OVERRIDES[component]
+        names.update(packages(component, facts, host_vars.get(override) if override else None))
+    if "apptainer" in components:
+        names.update(host_vars.get("apptainer_user_packages", APPTAINER_DEFAULTS["apptainer_user_packages"]) or [])
     return sorted(names)
 
 

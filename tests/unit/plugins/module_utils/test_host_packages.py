@@ -6,21 +6,28 @@ from __future__ import absolute_import, division, print_function  # noqa: UP010
 
 __metaclass__ = type  # noqa: UP001
 
+import pathlib
+
 import pytest
+import yaml
 
 from ansible_collections.hybridhpc.slurm.plugins.filter.host_packages import (
     FilterModule,
     slurm_packages_newly_installed,
 )
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.host_packages import (
+    APPTAINER_DEFAULTS,
+    apptainer_fallback_files,
     covered,
     fresh,
+    host_apt_sources,
     host_components,
     host_packages,
     login_sackd,
     missing,
     newly_installed,
     packages,
+    sources_changed,
 )
 
 DEBIAN = {"distribution": "Debian", "os_family": "Debian"}
@@ -97,6 +104,7 @@ def test_the_filter_merges_results_and_ignores_skipped_ones():
     assert set(FilterModule().filters()) == {
         "slurm_packages", "slurm_host_packages", "slurm_packages_covered", "slurm_packages_newly_installed",
         "slurm_packages_fresh", "slurm_login_sackd", "slurm_packages_missing",
+        "slurm_host_apt_sources", "slurm_apptainer_fallback_files", "slurm_apt_sources_changed",
     }
 
 
@@ -156,3 +164,80 @@ def test_pam_slurm_adopt_never_on_controllers_login_nodes_or_with_the_switch_off
     assert "pam_slurm_adopt" not in host_components("onprem-ctl1", GROUPS, on, False)
     # a compute node that is also a login node: the role refuses it, so nothing is installed
     assert "pam_slurm_adopt" not in host_components("c1", {"slurmd": ["c1"], "login": ["c1"]}, on, False)
+
+
+APPTAINER_ROLE = pathlib.Path(__file__).resolve().parents[4] / "roles" / "apptainer"
+TRIXIE = dict(DEBIAN, distribution_release="trixie")
+APPTAINER_NAMES = ["apptainer", "squashfs-tools", "squashfuse", "fuse3", "fuse2fs"]
+
+
+def compute_node_packages(host_vars):
+    return host_packages(host_components("onprem-c1", GROUPS, host_vars, False, TRIXIE), TRIXIE, host_vars)
+
+
+def test_apptainer_joins_the_transaction_of_debian_compute_nodes():
+    assert compute_node_packages({}) == sorted(APPTAINER_NAMES + ["munge", "slurm-client", "slurmd"])
+    # The inventory's user packages, as the role installs them.
+    assert "fuse-overlayfs" in compute_node_packages({"apptainer_user_packages": ["fuse-overlayfs"]})
+    assert "fuse3" not in compute_node_packages({"apptainer_user_packages": ["fuse-overlayfs"]})
+
+
+@pytest.mark.parametrize("host_vars, facts, host", [
+    ({"apptainer_enabled": False}, TRIXIE, "onprem-c1"),
+    ({"apptainer_enabled": "no"}, TRIXIE, "onprem-c1"),
+    ({"apptainer_install_method": "url"}, TRIXIE, "onprem-c1"),
+    ({}, dict(UBUNTU, distribution_release="noble"), "onprem-c1"),  # the PPA comes first: the role installs
+    ({}, ROCKY, "onprem-c1"),  # EPEL comes first: the role installs
+    ({}, TRIXIE, "onprem-ctl1"),  # site.yml runs the role on compute nodes only
+])
+def test_apptainer_stays_with_its_role_elsewhere(host_vars, facts, host):
+    assert "apptainer" not in host_components(host, GROUPS, host_vars, False, facts)
+    assert host_apt_sources(host, GROUPS, host_vars, facts) == []
+
+
+def test_without_facts_the_components_are_the_daemons_only():
+    assert "apptainer" not in host_components("onprem-c1", GROUPS, {}, False)
+
+
+def test_the_fallback_source_and_pin_come_before_the_transaction_on_releases_without_apptainer():
+    files = host_apt_sources("onprem-c1", GROUPS, {}, TRIXIE)
+    assert [f["dest"] for f in files] == ["/etc/apt/sources.list.d/hybridhpc-apptainer-sid.sources",
+                                          "/etc/apt/preferences.d/hybridhpc-apptainer"]
+    source, pin = (f["content"] for f in files)
+    assert "Suites: sid\n" in source and "URIs: http://deb.debian.org/debian\n" in source
+    # No translated descriptions: a second sid index, fetched and parsed for nothing.
+    assert "Languages: none\n" in source
+    # Everything from sid below the release; apptainer alone above it.
+    assert "Package: *\nPin: release n=sid\nPin-Priority: 100\n" in pin
+    assert "Package: apptainer\nPin: release n=sid\nPin-Priority: 990\n" in pin
+    # A release that has apptainer needs no source; the inventory's suite and mirror are used.
+    assert host_apt_sources("onprem-c1", GROUPS, {}, dict(DEBIAN, distribution_release="forky")) == []
+    mirrored = host_apt_sources("onprem-c1", GROUPS, {"apptainer_debian_fallback_suite": "unstable",
+                                                      "apptainer_debian_mirror": "http://mirror.example/debian"}, TRIXIE)
+    assert mirrored[0]["dest"].endswith("hybridhpc-apptainer-unstable.sources")
+    assert "URIs: http://mirror.example/debian\n" in mirrored[0]["content"]
+
+
+def test_slurm_common_and_the_apptainer_role_write_the_same_files():
+    """Both write the source and pin: with the role's defaults they must agree, or each run would flip them."""
+    defaults = yaml.safe_load((APPTAINER_ROLE / "defaults" / "main.yml").read_text())
+    for name, value in APPTAINER_DEFAULTS.items():
+        assert defaults[name] == value, name
+    role = apptainer_fallback_files(TRIXIE, defaults["apptainer_install_method"],
+                                    defaults["apptainer_debian_releases_without_package"],
+                                    defaults["apptainer_debian_fallback_suite"], defaults["apptainer_debian_mirror"])
+    assert role == host_apt_sources("onprem-c1", GROUPS, {}, TRIXIE)
+
+
+def test_the_transaction_installs_what_the_apptainer_role_would():
+    """The role skips its install when the transaction covers its names: they must be the same names."""
+    for os_vars, facts in (("Debian.yml", DEBIAN), ("Ubuntu.yml", UBUNTU), ("RedHat.yml", ROCKY)):
+        names = yaml.safe_load((APPTAINER_ROLE / "vars" / os_vars).read_text())
+        assert names["__apptainer_packages"] + names["__apptainer_build_packages"] == packages("apptainer", facts)
+
+
+def test_a_changed_apt_source_or_pin_refreshes_the_index():
+    assert sources_changed(["/etc/slurm/slurm.conf", "/etc/apt/sources.list.d/hybridhpc-apptainer-sid.sources"])
+    assert sources_changed(["/etc/apt/preferences.d/hybridhpc-apptainer"])
+    assert not sources_changed(["/etc/slurm/slurm.conf"])
+    assert not sources_changed(None)
