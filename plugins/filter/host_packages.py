@@ -40,11 +40,6 @@ def slurm_apptainer_fallback_files(facts, method, releases_without, suite, mirro
     return host_packages.apptainer_fallback_files(facts, method, releases_without, suite, mirror)
 
 
-def slurm_apt_sources_changed(changed_files):
-    """Whether a run changed an apt source or pin (the index is then refreshed at once)."""
-    return host_packages.sources_changed(changed_files)
-
-
 def slurm_login_sackd(host, groups, host_vars):
     """Whether a login host runs sackd (configless cluster, no daemon of its own): it then keeps no slurm.conf."""
     return host_packages.login_sackd(host, groups, host_vars)
@@ -81,7 +76,6 @@ class FilterModule(object):
             "slurm_host_packages": slurm_host_packages,
             "slurm_host_apt_sources": slurm_host_apt_sources,
             "slurm_apptainer_fallback_files": slurm_apptainer_fallback_files,
-            "slurm_apt_sources_changed": slurm_apt_sources_changed,
             "slurm_login_sackd": slurm_login_sackd,
             "slurm_packages_covered": slurm_packages_covered,
             "slurm_packages_missing": slurm_packages_missing,

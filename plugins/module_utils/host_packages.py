@@ -75,7 +75,6 @@ APPTAINER_DEFAULTS = {
     "apptainer_debian_mirror": "http://deb.debian.org/debian",
     "apptainer_user_packages": ["squashfuse", "fuse3", "fuse2fs"],
 }
-APT_DIR = "/etc/apt/"
 
 LOCAL_DATABASE = ("localhost", "127.0.0.1")
 
@@ -197,11 +196,6 @@ def host_apt_sources(host, groups, host_vars, facts):
     return apptainer_fallback_files(facts, setting("apptainer_install_method"),
                                     setting("apptainer_debian_releases_without_package"),
                                     setting("apptainer_debian_fallback_suite"), setting("apptainer_debian_mirror"))
-
-
-def sources_changed(changed_files):
-    """True when a run changed an apt source or pin: the index is then refreshed however fresh it is."""
-    return any(str(path).startswith(APT_DIR) for path in changed_files or [])
 
 
 def pam_slurm_adopt(host, groups, host_vars):

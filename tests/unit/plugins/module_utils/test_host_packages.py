@@ -27,7 +27,6 @@ from ansible_collections.hybridhpc.slurm.plugins.module_utils.host_packages impo
     missing,
     newly_installed,
     packages,
-    sources_changed,
 )
 
 DEBIAN = {"distribution": "Debian", "os_family": "Debian"}
@@ -104,7 +103,7 @@ def test_the_filter_merges_results_and_ignores_skipped_ones():
     assert set(FilterModule().filters()) == {
         "slurm_packages", "slurm_host_packages", "slurm_packages_covered", "slurm_packages_newly_installed",
         "slurm_packages_fresh", "slurm_login_sackd", "slurm_packages_missing",
-        "slurm_host_apt_sources", "slurm_apptainer_fallback_files", "slurm_apt_sources_changed",
+        "slurm_host_apt_sources", "slurm_apptainer_fallback_files",
     }
 
 
@@ -231,13 +230,7 @@ def test_slurm_common_and_the_apptainer_role_write_the_same_files():
 
 def test_the_transaction_installs_what_the_apptainer_role_would():
     """The role skips its install when the transaction covers its names: they must be the same names."""
-    for os_vars, facts in (("Debian.yml", DEBIAN), ("Ubuntu.yml", UBUNTU), ("RedHat.yml", ROCKY)):
-        names = yaml.safe_load((APPTAINER_ROLE / "vars" / os_vars).read_text())
+    names = yaml.safe_load((APPTAINER_ROLE / "vars" / "main.yml").read_text())
+    for facts in (DEBIAN, UBUNTU, ROCKY):
         assert names["__apptainer_packages"] + names["__apptainer_build_packages"] == packages("apptainer", facts)
 
-
-def test_a_changed_apt_source_or_pin_refreshes_the_index():
-    assert sources_changed(["/etc/slurm/slurm.conf", "/etc/apt/sources.list.d/hybridhpc-apptainer-sid.sources"])
-    assert sources_changed(["/etc/apt/preferences.d/hybridhpc-apptainer"])
-    assert not sources_changed(["/etc/slurm/slurm.conf"])
-    assert not sources_changed(None)
