@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
 
 from copilot_builders import CLUSTER, admission, generic_node, node_object, pod_object, rest_slurm, rest_slurm_of
@@ -184,6 +186,40 @@ def test_an_admission_is_granted_in_two_rounds_and_the_pass_stops_there():
     assert result.rounds == 2 and len(seen) == 2
     copilot.pump()
     assert copilot.sync().actions == [] and copilot.sync(full=True).actions == []  # it was settled
+
+
+@contextlib.contextmanager
+def log_lines():
+    """(level name, msg) of every line the copilot logs meanwhile, debug included."""
+    lines: list[tuple[str, str]] = []
+    logger = logging.getLogger("hybridhpc_copilot")
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append((record.levelname, record.getMessage()))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield lines
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def test_the_writes_that_carry_out_a_decision_log_at_debug_and_others_at_info():
+    """An admission logs its decisions at info; the ledger writes and the GRES change behind them at
+    debug. A GRES re-asserted with no decision behind it (someone changed it) stays at info."""
+    kube, slurm, copilot = make_world()
+    admit(kube, "k8s-c1", admission("a1", cpu="1", memory="1Gi"))
+    copilot.pump()
+    with log_lines() as lines:
+        assert copilot.sync().ok and state(kube, "k8s-c1", "a1") == names.GRANTED
+    assert [line for line in lines if line[0] == "INFO"] == [("INFO", "ReserveAdmission"), ("INFO", "GrantAdmission")]
+    assert sorted(line for line in lines if line[0] == "DEBUG") == [("DEBUG", "SetGres"), ("DEBUG", "WriteStatus"), ("DEBUG", "WriteStatus")]
+    slurm.nodes["c2"].count_cpu = 1  # someone set the count by hand
+    copilot.poller.poll()
+    with log_lines() as lines:
+        assert copilot.sync().ok
+    assert lines == [("INFO", "SetGres")]
 
 
 def test_a_reservation_slurm_need_not_change_for_takes_another_round_to_grant():
