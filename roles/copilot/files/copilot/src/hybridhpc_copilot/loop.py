@@ -64,6 +64,16 @@ def _rv_newer(new: JsonObject, old: JsonObject | None) -> bool:
     return True
 
 
+def _echo_or_older(event_obj: JsonObject, written: JsonObject) -> bool:
+    """Whether a watch event shows the version we wrote, or an older one (resourceVersions that are not numbers
+    are compared only for equality: when they differ, the event may be newer)."""
+    a = (event_obj.get("metadata") or {}).get("resourceVersion")
+    b = (written.get("metadata") or {}).get("resourceVersion")
+    if not (isinstance(a, str) and isinstance(b, str) and a):
+        return False
+    return a == b or (a.isdigit() and b.isdigit() and int(a) < int(b))
+
+
 # What an informer stores of an object, given the version it caches (None: none).
 KeepLike = Callable[[JsonObject, JsonObject | None], JsonObject]
 
@@ -82,6 +92,8 @@ class Informer:
         self.store: dict[str, JsonObject] = {}
         self.resource_version: str | None = None
         self._lock = threading.Lock()
+        # Objects our own write is on its way to -> the last watch event about it meanwhile (None: none yet).
+        self._writing: dict[str, tuple[str, JsonObject] | None] = {}
 
     @property
     def synced(self) -> bool:
@@ -98,7 +110,9 @@ class Informer:
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         changed = False
         with self._lock:
-            if event in ("ADDED", "MODIFIED"):
+            if object_key(obj) in self._writing:  # held back until the write answers (see writing())
+                self._writing[object_key(obj)] = (event, obj)
+            elif event in ("ADDED", "MODIFIED"):
                 key = object_key(obj)
                 current = self.store.get(key)
                 if _rv_newer(obj, current):
@@ -128,6 +142,29 @@ class Informer:
         if cached is not None and (cached.get("metadata") or {}).get("resourceVersion") == rv:
             return cached
         return obj if self.keep is None else self.keep(obj, cached)
+
+    def writing(self, key: str) -> None:
+        """Our write of ``key`` is on its way: hold its watch events back until :meth:`done_writing`.
+
+        The watch often brings the echo of our own write before the write's
+        answer is stored: it then looked like somebody else's change, and the
+        next pass decided that GenericNode again for nothing (close to half of
+        a burst's writes), after compacting the echo into the cache.
+        """
+        with self._lock:
+            self._writing[key] = None
+
+    def done_writing(self, key: str, written: JsonObject | None) -> None:
+        """Our write of ``key`` ended, storing ``written`` (``None``: it failed). The last event held back
+        meanwhile is applied, unless it is the echo of that write or older than it: a write is conditional on the
+        resourceVersion its decision read, so an older version held nothing that decision did not see."""
+        with self._lock:
+            held = self._writing.pop(key, None)
+        if held is None or (written is not None and _echo_or_older(held[1], written)):
+            return
+        self.apply(*held)
+        if written is None:  # noted as it was when it came (a re-read after a conflict may hold that version now)
+            self._changed(key)
 
     def put(self, obj: JsonObject, like: JsonObject | None = None) -> JsonObject:
         """An object we wrote or read ourselves (newer than, or as new as, what the watch said); returns it as kept.
@@ -317,8 +354,14 @@ class Executor:
         if retry_key is not None and not self.backoff.ready(retry_key):
             outcome.errors.append((action.kind, "waiting to retry after Slurm failed it", True))
             return False
+        writing = action.node if isinstance(action, _GENERIC_NODE_WRITES) and not self.dry_run else None
+        if writing is not None:
+            self.informer.writing(writing)
         try:
             self._apply(action, latest, quiet)
+            if writing is not None:
+                self.informer.done_writing(writing, latest.get(writing))
+                writing = None
         except Conflict as err:
             outcome.conflicts += 1
             if self.metrics is not None:
@@ -329,6 +372,9 @@ class Executor:
         except (KubeError, SlurmError) as err:
             self._failed(action, err, retry_key, outcome)
             return False
+        finally:
+            if writing is not None:  # it failed: what the watch said meanwhile goes in as it came
+                self.informer.done_writing(writing, None)
         if retry_key is not None:
             self.backoff.succeeded(retry_key)
         outcome.applied.append(action)
@@ -471,6 +517,9 @@ class Executor:
         else:
             self.informer.put(fresh)
 
+
+# The actions that write a GenericNode: the watch events about it wait for the write's answer (Informer.writing).
+_GENERIC_NODE_WRITES = (core.WriteStatus, core.AddFinalizer, core.RemoveFinalizer)
 
 # The actions that go to Slurm: one that failed waits out a backoff (Executor.backoff) before it goes again.
 _SLURM_ACTIONS = (core.SetGres, core.DrainNode, core.ResumeNode, placeholder.SubmitPlaceholder, placeholder.CancelPlaceholder)
