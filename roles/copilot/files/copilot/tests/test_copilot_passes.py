@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import logging
 import time
 
 from copilot_builders import CLUSTER, admission, generic_node, node_object, pod_object, rest_slurm, rest_slurm_of
@@ -184,6 +187,83 @@ def test_an_admission_is_granted_in_two_rounds_and_the_pass_stops_there():
     assert result.rounds == 2 and len(seen) == 2
     copilot.pump()
     assert copilot.sync().actions == [] and copilot.sync(full=True).actions == []  # it was settled
+
+
+@contextlib.contextmanager
+def log_lines():
+    """(level name, msg) of every line the copilot logs meanwhile, debug included."""
+    lines: list[tuple[str, str]] = []
+    logger = logging.getLogger("hybridhpc_copilot")
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append((record.levelname, record.getMessage()))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield lines
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def test_the_writes_that_carry_out_a_decision_log_at_debug_and_others_at_info():
+    """An admission logs its decisions at info; the ledger writes and the GRES change behind them at
+    debug. A GRES re-asserted with no decision behind it (someone changed it) stays at info."""
+    kube, slurm, copilot = make_world()
+    admit(kube, "k8s-c1", admission("a1", cpu="1", memory="1Gi"))
+    copilot.pump()
+    with log_lines() as lines:
+        assert copilot.sync().ok and state(kube, "k8s-c1", "a1") == names.GRANTED
+    assert [line for line in lines if line[0] == "INFO"] == [("INFO", "ReserveAdmission"), ("INFO", "GrantAdmission")]
+    assert sorted(line for line in lines if line[0] == "DEBUG") == [("DEBUG", "SetGres"), ("DEBUG", "WriteStatus"), ("DEBUG", "WriteStatus")]
+    slurm.nodes["c2"].count_cpu = 1  # someone set the count by hand
+    copilot.poller.poll()
+    with log_lines() as lines:
+        assert copilot.sync().ok
+    assert lines == [("INFO", "SetGres")]
+
+
+def test_the_echo_of_a_write_that_comes_before_its_answer_is_no_change():
+    """The watch often brings our own write back before the write's answer is stored: it is not a
+    change somebody else made, and the next pass does not decide that GenericNode again for it."""
+    kube, slurm, copilot = make_world()
+    admit(kube, "k8s-c1", admission("a1", cpu="1", memory="1Gi"))
+    copilot.pump()
+    client = copilot.executor.kube
+    write_ledger = client.write_ledger
+
+    def echo_first(obj, status, resource_version=None):
+        written = write_ledger(obj, status, resource_version)
+        copilot.generic_nodes.apply("MODIFIED", copy.deepcopy(written))  # the watch thread was quicker
+        return written
+
+    client.write_ledger = echo_first
+    assert copilot.sync().ok and state(kube, "k8s-c1", "a1") == names.GRANTED
+    assert copilot.changes.take() == (False, set(), set())
+
+
+def test_what_the_watch_says_while_a_write_is_on_its_way_goes_in_once_it_answers():
+    noted = []
+    informer = loop.Informer(None, "genericnodes", on_change=lambda _kind, key: noted.append(key))
+
+    def version(rv):
+        return {"metadata": {"name": "g", "resourceVersion": str(rv)}}
+
+    informer.store["g"] = version(1)
+    informer.writing("g")
+    informer.apply("MODIFIED", version(2))
+    assert noted == [] and informer.get("g") == version(1)  # held back
+    informer.done_writing("g", version(2))
+    assert noted == []  # the echo of the write
+    informer.put(version(2))
+    informer.writing("g")
+    informer.apply("MODIFIED", version(4))  # somebody wrote after us
+    informer.done_writing("g", version(3))
+    assert noted == ["g"] and informer.get("g") == version(4)
+    informer.writing("g")
+    informer.apply("MODIFIED", version(5))
+    informer.done_writing("g", None)  # the write failed: the event goes in as it came
+    assert noted[1:] and set(noted) == {"g"} and informer.get("g") == version(5)
 
 
 def test_a_reservation_slurm_need_not_change_for_takes_another_round_to_grant():
