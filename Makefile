@@ -44,11 +44,15 @@ docker:
 image: docker
 	@HYBRIDHPC_LAB_SUITE=$(LAB_SUITE) lab/build-image.sh > $(LAB_IMAGE_FILE).new && mv $(LAB_IMAGE_FILE).new $(LAB_IMAGE_FILE)
 
+# HYBRIDHPC_LAB_CONNECTION=docker: docker exec instead of SSH (the inventory
+# names no connection: Ansible's default, SSH, unless ANSIBLE_TRANSPORT says).
+LAB_TRANSPORT = $(if $(filter docker,$(HYBRIDHPC_LAB_CONNECTION)),ANSIBLE_TRANSPORT=community.docker.docker)
+
 lab: docker deps image
 	@echo "make: lab containers"
 	@$(PY) lab/labctl.py up --inventory $(LAB_INVENTORY) --image $$(cat $(LAB_IMAGE_FILE))
 	@echo "make: ansible-playbook playbooks/site.yml (lab)"
-	@HYBRIDHPC_LAB_IMAGE=$$(cat $(LAB_IMAGE_FILE)) $(BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/site.yml
+	@HYBRIDHPC_LAB_IMAGE=$$(cat $(LAB_IMAGE_FILE)) $(LAB_TRANSPORT) $(BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/site.yml
 	@lab/smoke.sh $(LAB_CTL)
 	@echo "make: lab is up (make lab-down removes it); a second 'make lab' re-runs site.yml, expecting changed=0"
 

@@ -160,8 +160,11 @@ def measure(case: str, inventory: Path, connection: str, image: str) -> dict:
     # HYBRIDHPC_LAB_IMAGE: the lab's elastic nodes start from the node image named after it.
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", HYBRIDHPC_LAB_IMAGE=image)
     env.pop("HYBRIDHPC_LAB_CONNECTION", None)
+    env.pop("ANSIBLE_TRANSPORT", None)
     if connection == "docker":
+        # As `HYBRIDHPC_LAB_CONNECTION=docker make lab` does: labctl makes no SSH key, Ansible uses docker exec.
         env["HYBRIDHPC_LAB_CONNECTION"] = "docker"
+        env["ANSIBLE_TRANSPORT"] = "community.docker.docker"
     run([sys.executable, LABCTL, "down", "--inventory", inventory])
     up = run([sys.executable, LABCTL, "up", "--inventory", inventory, "--image", image], timeout=900)
     if up.returncode != 0:
