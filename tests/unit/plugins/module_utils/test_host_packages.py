@@ -233,4 +233,3 @@ def test_the_transaction_installs_what_the_apptainer_role_would():
     names = yaml.safe_load((APPTAINER_ROLE / "vars" / "main.yml").read_text())
     for facts in (DEBIAN, UBUNTU, ROCKY):
         assert names["__apptainer_packages"] + names["__apptainer_build_packages"] == packages("apptainer", facts)
-
