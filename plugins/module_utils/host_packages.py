@@ -193,8 +193,8 @@ def host_apt_sources(host, groups, host_vars, facts):
     def setting(name):
         return host_vars.get(name, APPTAINER_DEFAULTS[name])
 
-    return apptainer_fallback_files(facts, setting("apptainer_install_method"),
-                                    setting("apptainer_debian_releases_without_package"),
+    # apptainer_in_transaction() took only the package method.
+    return apptainer_fallback_files(facts, "package", setting("apptainer_debian_releases_without_package"),
                                     setting("apptainer_debian_fallback_suite"), setting("apptainer_debian_mirror"))
 
 
