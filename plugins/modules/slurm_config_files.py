@@ -191,6 +191,27 @@ options:
     type: list
     elements: dict
     default: []
+  record:
+    description:
+      - Set by the module's action plugin, not in tasks. Where the step keeps its record once it ran (O(record.dir),
+        a root-only directory), the step's name in it, and the digest of the task's arguments.
+      - On the next run the facts step (M(hybridhpc.slurm.slurm_host_facts) with O(hybridhpc.slurm.slurm_host_facts#module:step_records)) runs the step again in
+        check mode from its record; when it would do nothing, the action plugin answers a task with the same
+        digest without sending the module, unless the host changed since (see the module utility C(config_step)).
+    type: dict
+    suboptions:
+      dir:
+        description: The records' directory.
+        type: path
+        required: true
+      step:
+        description: The step's name (the record's file name without C(.json)).
+        type: str
+        required: true
+      digest:
+        description: The digest of the task's arguments and the step's code.
+        type: str
+        required: true
 attributes:
   check_mode:
     support: full
@@ -254,57 +275,9 @@ config_changed:
   type: bool
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_files, option_entries, system_accounts, systemd_unit
-
-
-def _attributes(module, path, spec, changed):
-    args = module.load_file_common_arguments(dict(path=path, owner=spec["owner"], group=spec["group"], mode=spec["mode"]))
-    if module.check_mode and not os.path.exists(path):
-        return True
-    return module.set_fs_attributes_if_different(args, changed)
-
-
-def _wanted_bytes(module, spec):
-    """The file's wanted bytes and whether they are a secret."""
-    if spec["secret_content_b64"] is not None:
-        data = config_files.decode_b64(spec["secret_content_b64"])
-        if data is None:
-            module.fail_json(msg="files: secret_content_b64 of %s is not valid base64" % spec["dest"])
-        return data, True
-    if spec["secret_content"] is not None:
-        return spec["secret_content"].encode("utf-8"), True
-    return spec["content"].encode("utf-8"), False
-
-
-def _run_service(module, service, files_changed):
-    """Enable, start or restart the unit of one O(service) entry; the verbs run (or that would, in check mode)."""
-    systemctl = module.get_bin_path("systemctl", required=True)
-    rc, out, err = module.run_command(systemd_unit.show_command(systemctl, service["name"]))
-    if rc != 0:
-        module.fail_json(msg="systemctl show %s failed: %s" % (service["name"], err.strip()))
-    actions, error = systemd_unit.unit_actions(
-        service["name"], systemd_unit.parse_show(out), service["enabled"], service["state"],
-        files_changed, service["restart_on_change"], module.check_mode, service["drop_ins"])
-    if error:
-        module.fail_json(msg=error)
-    if not module.check_mode:
-        for verb in actions:
-            argv = [systemctl, verb] if verb == "daemon-reload" else [systemctl, verb, "--", service["name"]]
-            rc, out, err = module.run_command(argv)
-            if rc != 0:
-                module.fail_json(msg="systemctl %s %s failed: %s" % (verb, service["name"], (err or out).strip()),
-                                 service_actions=actions)
-        if service["applied_markers_dir"] and set(actions) & {"start", "restart"}:
-            for name in config_files.MARKERS:
-                path = config_files.marker_path(service["applied_markers_dir"], name)
-                if os.path.exists(path):
-                    os.unlink(path)
-    return actions
-
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_step, option_entries, system_accounts
 
 SERVICE_OPTIONS = dict(
     name=dict(type="str", required=True),
@@ -362,86 +335,20 @@ def main():
             service=dict(type="dict", options=SERVICE_OPTIONS),
             # Each entry checked against SERVICE_OPTIONS below (documented once, under service).
             services=dict(type="list", elements="dict", default=[]),
+            record=dict(type="dict", options=dict(
+                dir=dict(type="path", required=True),
+                step=dict(type="str", required=True),
+                digest=dict(type="str", required=True),
+            )),
         ),
         supports_check_mode=True,
     )
-    units = ([module.params["service"]] if module.params["service"] else []) + _services(module)
-    # First: the directories and files below may belong to these accounts.
-    account_commands = system_accounts.ensure(module, module.params["accounts"])
-    changed = bool(account_commands)
-    for spec in module.params["directories"]:
-        path = spec["path"]
-        if not os.path.isdir(path):
-            changed = True
-            if not module.check_mode:
-                os.makedirs(path)
-        changed = _attributes(module, path, spec, changed) or changed
-
-    changed_files, diffs = [], []
-    old_conf = new_conf = None
-    for spec in module.params["files"]:
-        dest = spec["dest"]
-        data, secret = _wanted_bytes(module, spec)
-        current = config_files.read_bytes(dest)
-        if dest == module.params["slurm_conf"]:
-            old_conf = current.decode("utf-8", "replace") if current is not None else None
-            new_conf = data.decode("utf-8", "replace")
-        if current != data:
-            changed_files.append(dest)
-            if module._diff and not secret:
-                diffs.append(dict(
-                    before_header=dest, after_header=dest,
-                    before=current.decode("utf-8", "replace") if current is not None else "",
-                    after=data.decode("utf-8", "replace"),
-                ))
-            if not module.check_mode:
-                config_files.write_atomically(module, dest, data, ".slurm_config_files.")
-        changed = _attributes(module, dest, spec, changed) or changed
-    for spec in module.params["logs"]:
-        path = spec["path"]
-        if not os.path.exists(path):
-            changed = True
-            if not module.check_mode:
-                # Created private; _attributes then gives it its owner and mode.
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
-        changed = _attributes(module, path, spec, changed) or changed
-    for spec in module.params["modes"]:
-        if os.path.exists(spec["path"]):
-            changed = _attributes(module, spec["path"], spec, changed) or changed
-    removed = [path for path in module.params["absent"] if os.path.lexists(path)]
-    for path in removed:
-        if module._diff:
-            diffs.append(dict(before_header=path, after_header=path, before="(present)\n", after="(absent)\n"))
-        if not module.check_mode:
-            os.unlink(path)
-    changed = changed or bool(changed_files) or bool(removed)
-
-    restart_required = config_changed = False
-    markers_dir = module.params["markers_dir"]
-    if markers_dir:
-        pending = [m for m in config_files.MARKERS if os.path.exists(config_files.marker_path(markers_dir, m))]
-        add, restart_required, config_changed = config_files.decide(
-            changed_files, module.params["slurm_conf"], old_conf, new_conf, pending)
-        for name in add:
-            if name in pending or module.check_mode:
-                continue
-            path = config_files.marker_path(markers_dir, name)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
-            os.close(fd)
-            changed = True
-
-    # After the files: the daemon starts (or restarts) with them in place.
-    unit_actions = {}
-    for service in units:
-        unit_actions[service["name"]] = _run_service(module, service, bool(changed_files))
-    service_actions = unit_actions.get(module.params["service"]["name"], []) if module.params["service"] else []
-    changed = changed or any(unit_actions.values())
-
-    result = dict(changed=changed, account_commands=account_commands, changed_files=changed_files, removed_files=removed,
-                  restart_required=restart_required, config_changed=config_changed, service_actions=service_actions,
-                  unit_actions=unit_actions)
-    if module._diff and diffs:
-        result["diff"] = diffs
+    params = dict(module.params, services=_services(module))
+    record = params.pop("record")
+    result = config_step.converge(module, params)
+    # Only a run that did the step leaves its record (check mode changes nothing, the record included).
+    if record and not module.check_mode:
+        config_step.write_record(module, record["dir"], record["step"], record["digest"], params)
     module.exit_json(**result)
 
 

@@ -60,6 +60,12 @@ options:
     description: List the packages dpkg knows, with their status, on apt hosts.
     type: bool
     default: false
+  step_records:
+    description:
+      - The directory where M(hybridhpc.slurm.slurm_config_files) keeps the record of each step it ran on this host.
+        Each record's step runs again here in check mode (the module's own code); those that would change nothing
+        are returned in RV(steps_in_sync). Read-only, as the rest of this module.
+    type: path
 attributes:
   check_mode:
     support: full
@@ -95,6 +101,16 @@ dpkg_installed:
     - Empty when not asked or not an apt host.
   returned: always
   type: str
+step_records_dir:
+  description: O(step_records), where M(hybridhpc.slurm.slurm_config_files) keeps its records (empty when not given).
+  returned: always
+  type: str
+steps_in_sync:
+  description:
+    - The steps of O(step_records) that would change nothing on this host now, each with its record's digest
+      (empty when O(step_records) is not given or holds none).
+  returned: always
+  type: dict
 file:
   description: O(file) as read.
   returned: when O(file) is given
@@ -116,6 +132,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.facts import ansible_collector, default_collectors
 from ansible.module_utils.facts.hardware import linux as linux_hardware
 from ansible.module_utils.facts.namespace import PrefixFactNamespace
+
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_step
 
 # The format module_utils/host_packages.missing() reads (a test keeps the two
 # equal): not imported, so that the module ships without the planning code.
@@ -182,11 +200,13 @@ def main():
             apt_policy=dict(type="list", elements="str", default=[]),
             file=dict(type="path"),
             dpkg_installed=dict(type="bool", default=False),
+            step_records=dict(type="path"),
         ),
         supports_check_mode=True,
     )
     facts = gather(module)
-    result = dict(changed=False, ansible_facts=facts, apt_policy="", dpkg_installed="")
+    result = dict(changed=False, ansible_facts=facts, apt_policy="", dpkg_installed="", step_records_dir="",
+                  steps_in_sync={})
     apt = facts.get("ansible_pkg_mgr") == "apt"
     if module.params["apt_policy"] and apt:
         rc, out, err = module.run_command(["apt-cache", "policy"] + module.params["apt_policy"],
@@ -201,6 +221,9 @@ def main():
         result["dpkg_installed"] = out
     if module.params["file"]:
         result["file"] = read_file(module.params["file"])
+    if module.params["step_records"]:
+        result["step_records_dir"] = module.params["step_records"]
+        result["steps_in_sync"] = config_step.verified_steps(module, module.params["step_records"])
     module.exit_json(**result)
 
 

@@ -18,7 +18,7 @@ import pwd
 import pytest
 
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_files
-from ansible_collections.hybridhpc.slurm.plugins.modules import slurm_config_files
+from ansible_collections.hybridhpc.slurm.plugins.modules import slurm_config_files, slurm_host_facts
 
 USER = pwd.getpwuid(os.getuid()).pw_name
 GROUP = grp.getgrgid(os.getgid()).gr_name
@@ -381,3 +381,88 @@ def test_a_bad_unit_entry_is_named_before_anything_runs(run_module, tmp_path, sy
                          "services": [{"name": "power.path"}, {"name": "power.timer", "stat": "restarted"}]})
     assert result["failed"] and result["msg"].startswith("services[1] (power.timer): ") and "stat" in result["msg"]
     assert systemctl.verbs() == [] and not conf.exists()
+
+
+# Step records: the module leaves one after a real run; the facts step runs the
+# step again from it in check mode (module_utils/config_step.py) and names the
+# steps that would do nothing. The drift cases below each break one thing the
+# step manages and must make the record "not in sync".
+def with_record(spec, tmp_path, step="s1", digest="d1"):
+    return dict(spec, record={"dir": str(tmp_path / "records"), "step": step, "digest": digest})
+
+
+@pytest.fixture
+def in_sync(module_main, tmp_path):
+    """``in_sync() -> {step: digest}``: what slurm_host_facts says of the records in tmp_path/records."""
+    def run():
+        facts_args = {"gather_subset": ["!all"], "filter": ["pkg_mgr"], "step_records": str(tmp_path / "records")}
+        result = module_main(slurm_host_facts.main, facts_args, False, False)
+        assert not result.get("failed"), result
+        return result["steps_in_sync"]
+    return run
+
+
+def full_step(tmp_path):
+    spec = key_args(tmp_path)
+    spec["files"].append({"dest": str(tmp_path / "etc" / "slurm.conf"), "content": CONF, "owner": USER, "group": GROUP})
+    spec.update(directories=[{"path": str(tmp_path / "etc"), "owner": USER, "group": GROUP},
+                             {"path": str(tmp_path / "state"), "owner": USER, "group": GROUP}],
+                absent=[str(tmp_path / "etc" / "stale.conf")], slurm_conf=str(tmp_path / "etc" / "slurm.conf"),
+                markers_dir=str(tmp_path / "state"), service=dict(spec["service"], applied_markers_dir=str(tmp_path / "state")))
+    return spec
+
+
+def test_a_step_that_ran_is_in_sync_until_the_host_drifts(run_module, in_sync, tmp_path, systemctl):
+    assert in_sync() == {}
+    first = run_module(with_record(full_step(tmp_path), tmp_path))
+    assert first["changed"]
+    assert in_sync() == {"s1": "d1"}
+    # Each drift alone, then put back by the step itself.
+    drifts = [
+        lambda: (tmp_path / "etc" / "slurm.conf").write_text(CONF + "# edited\n"),
+        lambda: os.chmod(tmp_path / "munge.key", 0o644),
+        (tmp_path / "munge.key").unlink,
+        lambda: (tmp_path / "etc" / "stale.conf").write_text("x"),
+        lambda: os.chmod(tmp_path / "etc", 0o700),
+        lambda: (tmp_path / "state" / "hybridhpc-pending-reconfigure").write_text(""),
+        lambda: systemctl.set(LoadState="loaded", ActiveState="inactive", UnitFileState="enabled"),
+        lambda: systemctl.set(LoadState="loaded", ActiveState="active", UnitFileState="disabled"),
+    ]
+    for number, drift in enumerate(drifts):
+        drift()
+        assert in_sync() == {}, "drift %d went unnoticed" % number
+        assert run_module(with_record(full_step(tmp_path), tmp_path))["changed"] or number == 5
+        if number == 5:
+            (tmp_path / "state" / "hybridhpc-pending-reconfigure").unlink()
+        assert in_sync() == {"s1": "d1"}, "drift %d: not in sync after the step ran" % number
+
+
+def test_a_record_keeps_no_content_and_only_root_reads_it(run_module, tmp_path, systemctl):
+    run_module(with_record(full_step(tmp_path), tmp_path, step="munge"))
+    records = tmp_path / "records"
+    record = (records / "munge.json").read_text()
+    assert KEY not in record and "secret" not in record and "SlurmdTimeout" not in record
+    assert json.loads(record)["digest"] == "d1"
+    assert oct(records.stat().st_mode & 0o777) == "0o700"
+    assert oct((records / "munge.json").stat().st_mode & 0o777) == "0o600"
+
+
+def test_check_mode_leaves_no_record_and_a_broken_record_is_not_in_sync(run_module, in_sync, tmp_path, systemctl):
+    run_module(with_record(full_step(tmp_path), tmp_path), check_mode=True)
+    assert not (tmp_path / "records").exists()
+    run_module(with_record(full_step(tmp_path), tmp_path))
+    (tmp_path / "records" / "other.json").write_text("{not json")
+    (tmp_path / "records" / "gone.json").write_text(json.dumps(
+        {"digest": "d2", "params": dict(json.loads((tmp_path / "records" / "s1.json").read_text())["params"],
+                                        accounts=[{"name": "no-such-account-here", "uid": 4242, "gid": 4242}])}))
+    assert in_sync() == {"s1": "d1"}
+
+
+def test_a_step_that_fails_leaves_the_old_record_which_the_host_no_longer_matches(run_module, in_sync, tmp_path,
+                                                                                  systemctl):
+    run_module(with_record(full_step(tmp_path), tmp_path))
+    systemctl.set(LoadState="loaded", ActiveState="inactive", UnitFileState="enabled", fail="start")
+    failed = run_module(with_record(full_step(tmp_path), tmp_path, digest="d2"))
+    assert failed["failed"]
+    assert json.loads((tmp_path / "records" / "s1.json").read_text())["digest"] == "d1"
+    assert in_sync() == {}

@@ -1,0 +1,260 @@
+# -*- coding: utf-8 -*-
+# Copyright: hybridhpc.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One configuration step of a host (slurm_config_files): converge it, record it, and check the record.
+
+converge() is the whole step: accounts, directories, files, logs, modes,
+absent files, the restart/reconfigure markers, then the daemons' units. The
+module runs it on every run where the host may differ.
+
+A step that converged leaves a record on the host (record_params(): its
+arguments with every file's content replaced by its SHA-256, 0600 in a root
+only directory, named by the step and keyed by the digest of its arguments).
+On the next run the facts step of the first play (slurm_host_facts) runs
+converge() again in check mode on each record, through verifying(): the same
+code, so the record says "in sync" only when this step, run now, would change
+nothing, leave no restart or reconfigure pending and start no unit. The
+action plugin then answers a task whose arguments have that digest without
+sending the module to the host, unless the host changed since the facts step
+(plugin_utils/run_changes.py). A record never stands in for a check: it only
+names what to check.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import contextlib
+import hashlib
+import json
+import os
+
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_files, system_accounts, systemd_unit
+
+RECORD_SUFFIX = ".json"
+CONTENT_KEYS = ("content", "secret_content", "secret_content_b64")
+
+
+class StepFailed(Exception):
+    """converge() would fail (verifying(): instead of ending the module)."""
+
+
+def wanted_bytes(spec):
+    """The file's wanted bytes, and whether they are a secret; None for bytes when secret_content_b64 is not base64."""
+    if spec.get("secret_content_b64") is not None:
+        return config_files.decode_b64(spec["secret_content_b64"]), True
+    if spec.get("secret_content") is not None:
+        return spec["secret_content"].encode("utf-8"), True
+    return (spec.get("content") or "").encode("utf-8"), False
+
+
+def _attributes(module, path, spec, changed):
+    args = module.load_file_common_arguments(dict(path=path, owner=spec["owner"], group=spec["group"], mode=spec["mode"]))
+    if module.check_mode and not os.path.exists(path):
+        return True
+    return module.set_fs_attributes_if_different(args, changed)
+
+
+def _run_service(module, service, files_changed):
+    """Enable, start or restart the unit of one service entry; the verbs run (or that would, in check mode)."""
+    systemctl = module.get_bin_path("systemctl", required=True)
+    rc, out, err = module.run_command(systemd_unit.show_command(systemctl, service["name"]))
+    if rc != 0:
+        module.fail_json(msg="systemctl show %s failed: %s" % (service["name"], err.strip()))
+    actions, error = systemd_unit.unit_actions(
+        service["name"], systemd_unit.parse_show(out), service["enabled"], service["state"],
+        files_changed, service["restart_on_change"], module.check_mode, service["drop_ins"])
+    if error:
+        module.fail_json(msg=error)
+    if not module.check_mode:
+        for verb in actions:
+            argv = [systemctl, verb] if verb == "daemon-reload" else [systemctl, verb, "--", service["name"]]
+            rc, out, err = module.run_command(argv)
+            if rc != 0:
+                module.fail_json(msg="systemctl %s %s failed: %s" % (verb, service["name"], (err or out).strip()),
+                                 service_actions=actions)
+        if service["applied_markers_dir"] and set(actions) & {"start", "restart"}:
+            for name in config_files.MARKERS:
+                path = config_files.marker_path(service["applied_markers_dir"], name)
+                if os.path.exists(path):
+                    os.unlink(path)
+    return actions
+
+
+def _file_differs(module, spec, current, data):
+    """Whether the file's bytes differ from the wanted ones (a record's file gives only their SHA-256)."""
+    if spec.get("sha256") is not None:
+        return current is None or hashlib.sha256(current).hexdigest() != spec["sha256"]
+    return current != data
+
+
+def converge(module, params):
+    """Run one step on the host (in check mode: say what it would do). params: the module's, with ``services``
+    already validated (each entry complete). Returns the module's result."""
+    units = ([params["service"]] if params["service"] else []) + list(params["services"])
+    account_commands = system_accounts.ensure(module, params["accounts"])
+    changed = bool(account_commands)
+    for spec in params["directories"]:
+        path = spec["path"]
+        if not os.path.isdir(path):
+            changed = True
+            if not module.check_mode:
+                os.makedirs(path)
+        changed = _attributes(module, path, spec, changed) or changed
+
+    changed_files, diffs = [], []
+    old_conf = new_conf = None
+    for spec in params["files"]:
+        dest = spec["dest"]
+        if spec.get("sha256") is not None:
+            data, secret = None, True
+        else:
+            data, secret = wanted_bytes(spec)
+            if data is None:
+                module.fail_json(msg="files: secret_content_b64 of %s is not valid base64" % dest)
+        current = config_files.read_bytes(dest)
+        if dest == params["slurm_conf"] and data is not None:
+            old_conf = current.decode("utf-8", "replace") if current is not None else None
+            new_conf = data.decode("utf-8", "replace")
+        if _file_differs(module, spec, current, data):
+            changed_files.append(dest)
+            if module._diff and not secret:
+                diffs.append(dict(
+                    before_header=dest, after_header=dest,
+                    before=current.decode("utf-8", "replace") if current is not None else "",
+                    after=data.decode("utf-8", "replace"),
+                ))
+            if not module.check_mode:
+                config_files.write_atomically(module, dest, data, ".slurm_config_files.")
+        changed = _attributes(module, dest, spec, changed) or changed
+    for spec in params["logs"]:
+        path = spec["path"]
+        if not os.path.exists(path):
+            changed = True
+            if not module.check_mode:
+                # Created private; _attributes then gives it its owner and mode.
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+        changed = _attributes(module, path, spec, changed) or changed
+    for spec in params["modes"]:
+        if os.path.exists(spec["path"]):
+            changed = _attributes(module, spec["path"], spec, changed) or changed
+    removed = [path for path in params["absent"] if os.path.lexists(path)]
+    for path in removed:
+        if module._diff:
+            diffs.append(dict(before_header=path, after_header=path, before="(present)\n", after="(absent)\n"))
+        if not module.check_mode:
+            os.unlink(path)
+    changed = changed or bool(changed_files) or bool(removed)
+
+    restart_required = config_changed = False
+    markers_dir = params["markers_dir"]
+    if markers_dir:
+        pending = [m for m in config_files.MARKERS if os.path.exists(config_files.marker_path(markers_dir, m))]
+        add, restart_required, config_changed = config_files.decide(
+            changed_files, params["slurm_conf"], old_conf, new_conf, pending)
+        for name in add:
+            if name in pending or module.check_mode:
+                continue
+            path = config_files.marker_path(markers_dir, name)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+            os.close(fd)
+            changed = True
+
+    # After the files: the daemon starts (or restarts) with them in place.
+    unit_actions = {}
+    for service in units:
+        unit_actions[service["name"]] = _run_service(module, service, bool(changed_files))
+    service_actions = unit_actions.get(params["service"]["name"], []) if params["service"] else []
+    changed = changed or any(unit_actions.values())
+
+    result = dict(changed=changed, account_commands=account_commands, changed_files=changed_files, removed_files=removed,
+                  restart_required=restart_required, config_changed=config_changed, service_actions=service_actions,
+                  unit_actions=unit_actions)
+    if module._diff and diffs:
+        result["diff"] = diffs
+    return result
+
+
+def in_sync(result):
+    """A converge() result (check mode) that says the step has nothing to do: no change, nothing pending."""
+    return not (result["changed"] or result["restart_required"] or result["config_changed"]
+                or any(result["unit_actions"].values()))
+
+
+# What a step did that its record must not keep: the content (a record keeps its SHA-256).
+def record_params(params):
+    """The step's params as its record keeps them: each file's content replaced by the SHA-256 of its bytes."""
+    kept = dict(params)
+    files = []
+    for spec in params["files"]:
+        data, _secret = wanted_bytes(spec)
+        entry = {key: value for key, value in spec.items() if key not in CONTENT_KEYS and key != "sha256"}
+        entry["sha256"] = hashlib.sha256(data or b"").hexdigest()
+        files.append(entry)
+    kept["files"] = files
+    return kept
+
+
+def record_path(directory, step):
+    return os.path.join(directory, step + RECORD_SUFFIX)
+
+
+def write_record(module, directory, step, digest, params):
+    """Keep what this step converged to (root only: the record names secret files and their hashes)."""
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o700)
+    os.chmod(directory, 0o700)
+    data = json.dumps({"digest": digest, "params": record_params(params)}, sort_keys=True).encode("utf-8")
+    config_files.write_atomically(module, record_path(directory, step), data, ".step.")
+
+
+def drop_record(directory, step):
+    """Forget a step's record (a run in check mode, or one that failed, leaves the host unknown)."""
+    path = record_path(directory, step)
+    if os.path.lexists(path):
+        os.unlink(path)
+
+
+@contextlib.contextmanager
+def verifying(module):
+    """Run converge() as a check of a record: check mode, no diff, and a failure raises StepFailed instead of
+    ending the module."""
+    saved = module.check_mode, module._diff, module.fail_json
+
+    def fail(**kwargs):
+        raise StepFailed(kwargs.get("msg", ""))
+
+    module.check_mode, module._diff, module.fail_json = True, False, fail
+    try:
+        yield
+    finally:
+        module.check_mode, module._diff, module.fail_json = saved
+
+
+def verified_steps(module, directory):
+    """{step: digest} of the records in directory whose step, run now, would do nothing."""
+    steps = {}
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return steps
+    for name in names:
+        if not name.endswith(RECORD_SUFFIX):
+            continue
+        try:
+            with open(os.path.join(directory, name), "rb") as handle:
+                record = json.loads(handle.read().decode("utf-8"))
+            digest, params = record["digest"], record["params"]
+            with verifying(module):
+                result = converge(module, params)
+        except (OSError, ValueError, KeyError, TypeError, StepFailed):
+            continue
+        if in_sync(result):
+            steps[name[:-len(RECORD_SUFFIX)]] = digest
+    return steps
+
+
+def args_digest(args, code):
+    """The digest that keys a record: the task's arguments (as the module gets them) and the code that runs them."""
+    text = json.dumps({"args": args, "code": code}, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
