@@ -7,7 +7,9 @@ converge() is the whole step: accounts, directories, files, logs, modes,
 absent files, the restart/reconfigure markers, then the daemons' units. The
 module runs it on every run where the host may differ.
 
-A step that converged leaves a record on the host (record_params(): its
+Two kinds of step have records: slurm_config_files' (converge() here) and
+slurm_pam_adopt's (pam_step.converge()). A step that converged leaves a
+record on the host (for slurm_config_files, record_params(): its
 arguments with every file's content replaced by its SHA-256, 0600 in a root
 only directory, named by the step and keyed by the digest of its arguments).
 On the next run the facts step of the first play (slurm_host_facts) runs
@@ -29,7 +31,7 @@ import hashlib
 import json
 import os
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_files, system_accounts, systemd_unit
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_files, pam_step, system_accounts, systemd_unit
 
 RECORD_SUFFIX = ".json"
 CONTENT_KEYS = ("content", "secret_content", "secret_content_b64")
@@ -181,6 +183,18 @@ def in_sync(result):
                 or any(result["unit_actions"].values()))
 
 
+def pam_in_sync(result):
+    """A pam_step.converge() result (check mode) that says the step has nothing to do."""
+    return not (result["changed"] or result["commands"])
+
+
+# Each kind of step with a record: how it runs, and when its check-mode result says "nothing to do".
+KINDS = {
+    "config_files": (converge, in_sync),
+    "pam_adopt": (pam_step.converge, pam_in_sync),
+}
+
+
 # What a step did that its record must not keep: the content (a record keeps its SHA-256).
 def record_params(params):
     """The step's params as its record keeps them: each file's content replaced by the SHA-256 of its bytes."""
@@ -199,12 +213,13 @@ def record_path(directory, step):
     return os.path.join(directory, step + RECORD_SUFFIX)
 
 
-def write_record(module, directory, step, digest, params):
+def write_record(module, directory, step, digest, params, kind="config_files"):
     """Keep what this step converged to (root only: the record names secret files and their hashes)."""
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o700)
     os.chmod(directory, 0o700)
-    data = json.dumps({"digest": digest, "params": record_params(params)}, sort_keys=True).encode("utf-8")
+    kept = record_params(params) if kind == "config_files" else params
+    data = json.dumps({"kind": kind, "digest": digest, "params": kept}, sort_keys=True).encode("utf-8")
     config_files.write_atomically(module, record_path(directory, step), data, ".step.")
 
 
@@ -245,11 +260,12 @@ def verified_steps(module, directory):
             with open(os.path.join(directory, name), "rb") as handle:
                 record = json.loads(handle.read().decode("utf-8"))
             digest, params = record["digest"], record["params"]
+            run, nothing_to_do = KINDS[record["kind"]]
             with verifying(module):
-                result = converge(module, params)
+                result = run(module, params)
         except (OSError, ValueError, KeyError, TypeError, StepFailed):
             continue
-        if in_sync(result):
+        if nothing_to_do(result):
             steps[name[:-len(RECORD_SUFFIX)]] = digest
     return steps
 

@@ -105,7 +105,7 @@ def test_the_answer_has_every_key_the_module_returns(tmp_path):
     answer = converge(tmp_path)
     assert set(answer) == module_keys | {"msg"} or set(answer) == module_keys
     args = {"service": {"name": "munge"}, "services": [{"name": "power.path"}]}
-    assert action.unchanged_result(args)["unit_actions"] == {"munge": [], "power.path": []}
+    assert action.ActionModule.unchanged_result(args)["unit_actions"] == {"munge": [], "power.path": []}
 
 
 def test_a_changed_or_failed_result_marks_the_host_and_the_hosts_it_was_delegated_to():

@@ -52,7 +52,7 @@ def lazy_module_utils():
 
 def test_every_filter_and_action_plugin_is_loaded():
     result = run_preload()
-    actions = {"hybridhpc.slurm.role_arguments", "hybridhpc.slurm.slurm_config_files"}
+    actions = {"hybridhpc.slurm.role_arguments", "hybridhpc.slurm.slurm_config_files", "hybridhpc.slurm.slurm_pam_adopt"}
     expected = {"hybridhpc.slurm." + name for name in filter_names()} | actions
     assert len(expected) > 30
     assert set(result["loaded"]) == expected
@@ -90,4 +90,4 @@ def test_the_repository_configuration_runs_it_in_ansible_playbook(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     count = re.search(r"hybridhpc\.slurm\.preload: (\d+) filters and action plugins imported", done.stdout)
     assert count, done.stdout
-    assert int(count.group(1)) == len(filter_names()) + 2
+    assert int(count.group(1)) == len(filter_names()) + 3

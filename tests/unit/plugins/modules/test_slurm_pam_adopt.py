@@ -175,3 +175,41 @@ def test_an_account_line_after_the_block_fails_and_leaves_the_file(run_module, n
     result = run_module(args(node))
     assert result.get("failed") and "account required pam_time.so" in result["msg"]
     assert sshd.read_text() == edited
+
+
+def test_the_step_leaves_a_record_the_facts_step_finds_in_sync_until_the_stack_drifts(run_module, module_main, node):
+    """The record of a present (then absent) step: in sync after the run, not after an edit of each file it keeps."""
+    from ansible_collections.hybridhpc.slurm.plugins.modules import slurm_host_facts
+
+    (node / "sshd_config.d").mkdir()
+    record = {"dir": str(node / "records"), "step": "pam", "digest": "d1"}
+
+    def in_sync():
+        result = module_main(slurm_host_facts.main, {"gather_subset": ["!all"], "filter": ["pkg_mgr"],
+                                                     "step_records": str(node / "records")}, False, False)
+        return result["steps_in_sync"]
+
+    from ansible_collections.hybridhpc.slurm.plugins.module_utils import pam_stack
+
+    tag = " # disabled by hybridhpc.slurm pam_slurm_adopt"
+    drifts = {
+        # Each file the step keeps, as it would be without the step.
+        "present": {"pam.d/sshd": SSHD, "pam.d/common-session": SESSION, "access.conf": "+:ALL:ALL\n",
+                    "sshd_config.d/00-pam.conf": "UsePAM no\n"},
+        "absent": {"pam.d/sshd": pam_stack.put_block(SSHD, LINES),
+                   "pam.d/common-session": pam_stack.comment_pam_systemd(SESSION, tag),
+                   "access.conf": "+:root:ALL\n", "sshd_config.d/00-pam.conf": "UsePAM yes\n"},
+    }
+    for state in ("present", "absent"):
+        assert run_module(dict(args(node, state), record=record))["changed"]
+        assert in_sync() == {"pam": "d1"}, state
+        for name, text in drifts[state].items():
+            path = node / name
+            saved = path.read_text() if path.exists() else None
+            path.write_text(text)
+            assert in_sync() == {}, "%s: %s as without the step, still in sync" % (state, name)
+            if saved is None:
+                path.unlink()
+            else:
+                path.write_text(saved)
+        assert in_sync() == {"pam": "d1"}

@@ -1,0 +1,24 @@
+# -*- coding: utf-8 -*-
+# Copyright: hybridhpc.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""slurm_pam_adopt without a round trip when the first play proved the step in sync (plugin_utils/step_action.py)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.hybridhpc.slurm.plugins.plugin_utils import step_action
+
+
+def preload():
+    """Read the code once, before Ansible forks the workers (called by the preload callback)."""
+    return step_action.code_digest(ActionModule.MODULE)
+
+
+class ActionModule(step_action.StepAction):
+    MODULE = "slurm_pam_adopt"
+
+    @staticmethod
+    def unchanged_result(args):
+        # A step in sync ran no command and found pam_systemd where it should be ("kept").
+        return dict(changed=False, changed_files=[], commands=[], sshd_changed=False, pam_systemd="kept")
