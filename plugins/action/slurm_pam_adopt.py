@@ -9,10 +9,8 @@ __metaclass__ = type
 
 from ansible_collections.hybridhpc.slurm.plugins.plugin_utils import step_action
 
-
-def preload():
-    """Read the code once, before Ansible forks the workers (called by the preload callback)."""
-    return step_action.code_digest(ActionModule.MODULE)
+# The preload callback calls it in ansible-playbook's own process: the code digests are read once.
+preload = step_action.preload
 
 
 class ActionModule(step_action.StepAction):

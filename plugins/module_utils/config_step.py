@@ -34,6 +34,12 @@ import os
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_files, pam_step, system_accounts, systemd_unit
 
 RECORD_SUFFIX = ".json"
+# The modules' record option (set by their action plugin; doc_fragments/step_record.py).
+RECORD_OPTIONS = dict(
+    dir=dict(type="path", required=True),
+    step=dict(type="str", required=True),
+    digest=dict(type="str", required=True),
+)
 CONTENT_KEYS = ("content", "secret_content", "secret_content_b64")
 
 
@@ -83,7 +89,7 @@ def _run_service(module, service, files_changed):
     return actions
 
 
-def _file_differs(module, spec, current, data):
+def _file_differs(spec, current, data):
     """Whether the file's bytes differ from the wanted ones (a record's file gives only their SHA-256)."""
     if spec.get("sha256") is not None:
         return current is None or hashlib.sha256(current).hexdigest() != spec["sha256"]
@@ -118,7 +124,7 @@ def converge(module, params):
         if dest == params["slurm_conf"] and data is not None:
             old_conf = current.decode("utf-8", "replace") if current is not None else None
             new_conf = data.decode("utf-8", "replace")
-        if _file_differs(module, spec, current, data):
+        if _file_differs(spec, current, data):
             changed_files.append(dest)
             if module._diff and not secret:
                 diffs.append(dict(

@@ -26,6 +26,7 @@ author:
   - hybridhpc.slurm developers (@hybridhpc)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - hybridhpc.slurm.step_record
   - hybridhpc.slurm.system_accounts
 options:
   directories:
@@ -191,27 +192,6 @@ options:
     type: list
     elements: dict
     default: []
-  record:
-    description:
-      - Set by the module's action plugin, not in tasks. Where the step keeps its record once it ran (O(record.dir),
-        a root-only directory), the step's name in it, and the digest of the task's arguments.
-      - On the next run the facts step (M(hybridhpc.slurm.slurm_host_facts) with O(hybridhpc.slurm.slurm_host_facts#module:step_records)) runs the step again in
-        check mode from its record; when it would do nothing, the action plugin answers a task with the same
-        digest without sending the module, unless the host changed since (see the module utility C(config_step)).
-    type: dict
-    suboptions:
-      dir:
-        description: The records' directory.
-        type: path
-        required: true
-      step:
-        description: The step's name (the record's file name without C(.json)).
-        type: str
-        required: true
-      digest:
-        description: The digest of the task's arguments and the step's code.
-        type: str
-        required: true
 attributes:
   check_mode:
     support: full
@@ -335,11 +315,7 @@ def main():
             service=dict(type="dict", options=SERVICE_OPTIONS),
             # Each entry checked against SERVICE_OPTIONS below (documented once, under service).
             services=dict(type="list", elements="dict", default=[]),
-            record=dict(type="dict", options=dict(
-                dir=dict(type="path", required=True),
-                step=dict(type="str", required=True),
-                digest=dict(type="str", required=True),
-            )),
+            record=dict(type="dict", options=config_step.RECORD_OPTIONS),
         ),
         supports_check_mode=True,
     )

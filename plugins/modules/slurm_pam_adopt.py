@@ -28,6 +28,7 @@ author:
   - hybridhpc.slurm developers (@hybridhpc)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - hybridhpc.slurm.step_record
 options:
   state:
     description: Whether sshd's account stack uses pam_slurm_adopt.
@@ -85,24 +86,6 @@ options:
     description: The local fact that records that the node has pam_slurm_adopt.
     type: path
     required: true
-  record:
-    description:
-      - Set by the module's action plugin, not in tasks, as for M(hybridhpc.slurm.slurm_config_files). Where the step
-        keeps its record once it ran, the step's name, and the digest of the task's arguments.
-    type: dict
-    suboptions:
-      dir:
-        description: The records' directory.
-        type: path
-        required: true
-      step:
-        description: The step's name (the record's file name without C(.json)).
-        type: str
-        required: true
-      digest:
-        description: The digest of the task's arguments and the step's code.
-        type: str
-        required: true
 attributes:
   check_mode:
     support: full
@@ -172,11 +155,7 @@ def main():
             systemd_marker=dict(type="path", required=True),
             comment_tag=dict(type="str", default=" # disabled by hybridhpc.slurm pam_slurm_adopt"),
             fact_file=dict(type="path", required=True),
-            record=dict(type="dict", options=dict(
-                dir=dict(type="path", required=True),
-                step=dict(type="str", required=True),
-                digest=dict(type="str", required=True),
-            )),
+            record=dict(type="dict", options=config_step.RECORD_OPTIONS),
         ),
         supports_check_mode=True,
     )

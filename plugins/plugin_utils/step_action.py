@@ -32,6 +32,9 @@ PLUGINS_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), ".."))
 HOST_READ = "__slurm_common_host_read"
 IN_SYNC_MSG = "in sync: the first play ran this step in check mode from its record and it changed nothing"
 
+# The modules whose steps keep records (module_utils/config_step.py KINDS), each with its action plugin.
+STEP_MODULES = ("slurm_config_files", "slurm_pam_adopt")
+
 _CODE = {}
 
 
@@ -48,6 +51,12 @@ def code_digest(module_name):
                 digest.update(handle.read())
         _CODE[module_name] = digest.hexdigest()
     return _CODE[module_name]
+
+
+def preload():
+    """Read the code of every module with records once, before Ansible forks the workers (the preload callback
+    calls each action plugin's preload)."""
+    return [code_digest(name) for name in STEP_MODULES]
 
 
 def step_name(task):
