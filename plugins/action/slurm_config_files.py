@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_step
 from ansible_collections.hybridhpc.slurm.plugins.plugin_utils import step_action
 
 # The preload callback calls it in ansible-playbook's own process: the code digests are read once.
@@ -15,10 +16,4 @@ preload = step_action.preload
 
 class ActionModule(step_action.StepAction):
     MODULE = "slurm_config_files"
-
-    @staticmethod
-    def unchanged_result(args):
-        units = ([args["service"]["name"]] if args.get("service") else []) + [
-            unit.get("name") for unit in args.get("services") or []]
-        return dict(changed=False, account_commands=[], changed_files=[], removed_files=[], restart_required=False,
-                    config_changed=False, service_actions=[], unit_actions={name: [] for name in units})
+    unchanged_result = staticmethod(config_step.unchanged_result)

@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import pam_step
 from ansible_collections.hybridhpc.slurm.plugins.plugin_utils import step_action
 
 # The preload callback calls it in ansible-playbook's own process: the code digests are read once.
@@ -18,5 +19,4 @@ class ActionModule(step_action.StepAction):
 
     @staticmethod
     def unchanged_result(args):
-        # A step in sync ran no command and found pam_systemd where it should be ("kept").
-        return dict(changed=False, changed_files=[], commands=[], sshd_changed=False, pam_systemd="kept")
+        return pam_step.unchanged_result()

@@ -19,8 +19,8 @@ description:
     collection's action plugins; the workers forked from it find them already imported. An action plugin's
     C(preload()) reads there once what each of its workers would read again (role_arguments parses the roles'
     defaults, vars and argument specs, some fifty YAML files per host and task).
-  - It also notes, for each task, the hosts it changed (or failed on). A configuration step
-    (M(hybridhpc.slurm.slurm_config_files)) whose record the first play found in sync is answered without running
+  - It also notes, for each task, the hosts it changed (or failed on). A step of
+    M(hybridhpc.slurm.slurm_config_files) or M(hybridhpc.slurm.slurm_pam_adopt) whose record the first play found in sync is answered without running
     its module only on a host no task changed since; without this callback every step runs its module.
   - It prints nothing and changes no result. Without it the collection works the same, with more CPU on the
     controller and the hosts.

@@ -184,14 +184,22 @@ def converge(module, params):
 
 
 def in_sync(result):
-    """A converge() result (check mode) that says the step has nothing to do: no change, nothing pending."""
-    return not (result["changed"] or result["restart_required"] or result["config_changed"]
-                or any(result["unit_actions"].values()))
+    """A converge() result (check mode) that says the step has nothing to do: no change (a unit to start or
+    restart is one), nothing pending."""
+    return not (result["changed"] or result["restart_required"] or result["config_changed"])
+
+
+def unchanged_result(params):
+    """What converge() returns for a step that has nothing to do (the action plugin's answer from a record)."""
+    units = ([params["service"]["name"]] if params.get("service") else []) + [
+        unit.get("name") for unit in params.get("services") or []]
+    return dict(changed=False, account_commands=[], changed_files=[], removed_files=[], restart_required=False,
+                config_changed=False, service_actions=[], unit_actions={name: [] for name in units})
 
 
 def pam_in_sync(result):
-    """A pam_step.converge() result (check mode) that says the step has nothing to do."""
-    return not (result["changed"] or result["commands"])
+    """A pam_step.converge() result (check mode) that says the step has nothing to do (a command is a change)."""
+    return not result["changed"]
 
 
 # Each kind of step with a record: how it runs, and when its check-mode result says "nothing to do".
@@ -201,7 +209,6 @@ KINDS = {
 }
 
 
-# What a step did that its record must not keep: the content (a record keeps its SHA-256).
 def record_params(params):
     """The step's params as its record keeps them: each file's content replaced by the SHA-256 of its bytes."""
     kept = dict(params)
@@ -227,13 +234,6 @@ def write_record(module, directory, step, digest, params, kind="config_files"):
     kept = record_params(params) if kind == "config_files" else params
     data = json.dumps({"kind": kind, "digest": digest, "params": kept}, sort_keys=True).encode("utf-8")
     config_files.write_atomically(module, record_path(directory, step), data, ".step.")
-
-
-def drop_record(directory, step):
-    """Forget a step's record (a run in check mode, or one that failed, leaves the host unknown)."""
-    path = record_path(directory, step)
-    if os.path.lexists(path):
-        os.unlink(path)
 
 
 @contextlib.contextmanager

@@ -183,3 +183,9 @@ def converge(module, params):
     if module._diff and host.diffs:
         result["diff"] = host.diffs
     return result
+
+
+def unchanged_result():
+    """What converge() returns for a step that has nothing to do (the action plugin's answer from a record): no
+    file changed, no command ran, and pam_systemd was found where the state wants it ("kept")."""
+    return dict(changed=False, changed_files=[], commands=[], sshd_changed=False, pam_systemd="kept")

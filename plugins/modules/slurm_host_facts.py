@@ -62,7 +62,8 @@ options:
     default: false
   step_records:
     description:
-      - The directory where M(hybridhpc.slurm.slurm_config_files) keeps the record of each step it ran on this host.
+      - The directory where M(hybridhpc.slurm.slurm_config_files) and M(hybridhpc.slurm.slurm_pam_adopt) keep the
+        record of each step they ran on this host.
         Each record's step runs again here in check mode (the module's own code); those that would change nothing
         are returned in RV(steps_in_sync). Read-only, as the rest of this module.
     type: path
@@ -102,7 +103,7 @@ dpkg_installed:
   returned: always
   type: str
 step_records_dir:
-  description: O(step_records), where M(hybridhpc.slurm.slurm_config_files) keeps its records (empty when not given).
+  description: O(step_records), where the steps keep their records (empty when not given).
   returned: always
   type: str
 steps_in_sync:

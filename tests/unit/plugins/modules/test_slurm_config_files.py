@@ -466,3 +466,13 @@ def test_a_step_that_fails_leaves_the_old_record_which_the_host_no_longer_matche
     assert failed["failed"]
     assert json.loads((tmp_path / "records" / "s1.json").read_text())["digest"] == "d1"
     assert in_sync() == {}
+
+
+def test_the_answer_from_a_record_is_what_a_run_with_nothing_to_do_returns(run_module, tmp_path, systemctl):
+    from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_step
+
+    spec = dict(full_step(tmp_path), services=[{"name": "power.path"}])
+    run_module(spec)
+    systemctl.set(LoadState="loaded", ActiveState="active", UnitFileState="enabled")
+    again = run_module(spec)
+    assert again == config_step.unchanged_result(spec)

@@ -213,3 +213,12 @@ def test_the_step_leaves_a_record_the_facts_step_finds_in_sync_until_the_stack_d
             else:
                 path.write_text(saved)
         assert in_sync() == {"pam": "d1"}
+
+
+def test_the_answer_from_a_record_is_what_a_run_with_nothing_to_do_returns(run_module, node):
+    from ansible_collections.hybridhpc.slurm.plugins.module_utils import pam_step
+
+    (node / "sshd_config.d").mkdir()
+    for state in ("present", "absent"):
+        run_module(args(node, state))
+        assert run_module(args(node, state)) == pam_step.unchanged_result(), state
