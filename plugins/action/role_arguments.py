@@ -14,6 +14,7 @@ from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import role_arguments
+from ansible_collections.hybridhpc.slurm.plugins.plugin_utils import template_cache
 
 ROLES_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "roles"))
 
@@ -46,9 +47,12 @@ def role_files(loader):
 
 
 def preload():
-    """Parse the role files once, before Ansible forks the workers (called by the preload callback)."""
+    """Parse the role files once, before Ansible forks the workers (called by the preload callback), and compile the
+    templates of every role's defaults and vars there: this task templates them on every host."""
     from ansible.parsing.dataloader import DataLoader
-    return len(role_files(DataLoader()))
+    files = role_files(DataLoader())
+    template_cache.prefill(template_cache.sources([(role["defaults"], role["vars"]) for role in files.values()]))
+    return len(files)
 
 
 class ActionModule(ActionBase):

@@ -22,6 +22,12 @@ description:
   - It also notes, for each task, the hosts it changed (or failed on). A step of
     M(hybridhpc.slurm.slurm_config_files) or M(hybridhpc.slurm.slurm_pam_adopt) whose record the first play found in sync is answered without running
     its module only on a host no task changed since; without this callback every step runs its module.
+  - It compiles the collection's templates there too, each once per run, before the workers of the task that
+    renders them fork: the task's strings and conditions, its role's defaults and vars, its play's vars. Ansible
+    compiles a template each time it renders it, in a worker that lives for one task on one host, and the workers
+    take the compiled code from here (plugin_utils/template_cache.py). An inventory's or another collection's
+    templates are compiled as before, and so is any template that uses a filter whose result changes from call to
+    call (C(random), C(shuffle), C(password_hash), C(strftime)), since Jinja folds such a call into the compiled code.
   - It prints nothing and changes no result. Without it the collection works the same, with more CPU on the
     controller and the hosts.
   - Enable it in C(ansible.cfg) (C(callbacks_enabled = hybridhpc.slurm.preload)); the repository's own does.
@@ -32,6 +38,7 @@ requirements: []
 """
 
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -39,11 +46,13 @@ from ansible.plugins.callback import CallbackBase
 from ansible.plugins.loader import action_loader, filter_loader, test_loader
 from ansible.utils.display import Display
 
-from ansible_collections.hybridhpc.slurm.plugins.plugin_utils import run_changes
+from ansible_collections.hybridhpc.slurm.plugins.plugin_utils import run_changes, template_cache
 from ansible_collections.hybridhpc.slurm.plugins.plugin_utils.lazy_module import LazyModule
 
 COLLECTION = "hybridhpc.slurm"
 PLUGINS = "ansible_collections.hybridhpc.slurm.plugins."
+# The collection's root (plugins/callback/ is two levels down), links resolved.
+ROOT = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 display = Display()
 
@@ -86,7 +95,14 @@ class CallbackModule(CallbackBase):
     CALLBACK_NAME = "hybridhpc.slurm.preload"
     CALLBACK_NEEDS_ENABLED = True
 
+    def __init__(self, *args, **kwargs):
+        super(CallbackModule, self).__init__(*args, **kwargs)
+        self._roles_compiled = set()
+
     def v2_playbook_on_start(self, playbook):
+        # The collection's templates, compiled here once for every worker
+        # (plugin_utils/template_cache.py).
+        template_cache.install()
         # From here on, which hosts each task changed: a configuration step
         # takes its record's word only on a host nothing changed since the
         # first play checked the records (plugin_utils/run_changes.py).
@@ -99,6 +115,26 @@ class CallbackModule(CallbackBase):
             display.vvv("hybridhpc.slurm.preload: not preloaded: %s" % error)
             return
         display.vvv("hybridhpc.slurm.preload: %d filters and action plugins imported" % len(loaded))
+
+    def v2_playbook_on_play_start(self, play):
+        try:
+            template_cache.prefill(template_cache.play_sources(play, ROOT))
+        except Exception as error:  # pylint: disable=broad-except
+            display.vvv("hybridhpc.slurm.preload: templates not compiled: %s" % error)
+
+    # Before the task's first worker is forked (the strategy calls this first).
+    def v2_playbook_on_task_start(self, task, is_conditional):
+        self._compile(task)
+
+    def v2_playbook_on_handler_task_start(self, task):
+        self._compile(task)
+
+    def _compile(self, task):
+        try:
+            template_cache.prefill(template_cache.task_sources(task, COLLECTION, ROOT, self._roles_compiled))
+        except Exception as error:  # pylint: disable=broad-except
+            # Only an optimisation: the workers compile what is missing.
+            display.vvv("hybridhpc.slurm.preload: templates not compiled: %s" % error)
 
     # Every result reaches ansible-playbook's own process here before the next
     # task's workers are forked from it.
