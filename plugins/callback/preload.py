@@ -23,7 +23,7 @@ description:
     M(hybridhpc.slurm.slurm_config_files) or M(hybridhpc.slurm.slurm_pam_adopt) whose record the first play found in sync is answered without running
     its module only on a host no task changed since; without this callback every step runs its module.
   - It compiles the collection's templates there too, each once per run, before the workers of the task that
-    renders them fork: the task's strings and conditions, its role's defaults and vars, its play's vars. Ansible
+    renders them fork (the task's strings and conditions, its role's defaults and vars, its play's vars). Ansible
     compiles a template each time it renders it, in a worker that lives for one task on one host, and the workers
     take the compiled code from here (plugin_utils/template_cache.py). An inventory's or another collection's
     templates are compiled as before, and so is any template that uses a filter whose result changes from call to
