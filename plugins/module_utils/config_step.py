@@ -276,7 +276,22 @@ def verified_steps(module, directory):
     return steps
 
 
+def _without_restart_on_change(unit):
+    if isinstance(unit, dict) and "restart_on_change" in unit:
+        return {key: value for key, value in unit.items() if key != "restart_on_change"}
+    return unit
+
+
 def args_digest(args, code):
-    """The digest that keys a record: the task's arguments (as the module gets them) and the code that runs them."""
-    text = json.dumps({"args": args, "code": code}, sort_keys=True, separators=(",", ":"), default=str)
+    """The digest that keys a record: the task's arguments (as the module gets them) and the code that runs them.
+
+    A unit's ``restart_on_change`` is left out. It decides only what a changed file does to a running daemon, and a
+    record is taken only when no file would change; the roles turn it off in the run that installs the daemon (its
+    first start reads the new files), so with it in, every node's first run after that one missed its record."""
+    kept = dict(args)
+    if "service" in kept:
+        kept["service"] = _without_restart_on_change(kept["service"])
+    if isinstance(kept.get("services"), list):
+        kept["services"] = [_without_restart_on_change(unit) for unit in kept["services"]]
+    text = json.dumps({"args": kept, "code": code}, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

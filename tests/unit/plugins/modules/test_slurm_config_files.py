@@ -476,3 +476,27 @@ def test_the_answer_from_a_record_is_what_a_run_with_nothing_to_do_returns(run_m
     systemctl.set(LoadState="loaded", ActiveState="active", UnitFileState="enabled")
     again = run_module(spec)
     assert again == config_step.unchanged_result(spec)
+
+
+def test_restart_on_change_is_not_in_a_records_digest_and_changes_nothing_for_a_step_in_sync(run_module, in_sync,
+                                                                                               tmp_path, systemctl):
+    """A role turns restart_on_change off in the run that installs its daemon: the next run, with it on, takes the
+    record, and running the step then (as its record says) does nothing either."""
+    from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_step
+
+    fresh = full_step(tmp_path)
+    fresh["service"] = dict(fresh["service"], restart_on_change=False)
+    later = dict(fresh, service=dict(fresh["service"], restart_on_change=True))
+    assert config_step.args_digest(fresh, "code") == config_step.args_digest(later, "code")
+    units = dict(fresh, services=[{"name": "power.path", "restart_on_change": False}])
+    assert config_step.args_digest(units, "code") == config_step.args_digest(
+        dict(units, services=[{"name": "power.path", "restart_on_change": True}]), "code")
+    # Everything else about a unit still counts.
+    for other in (dict(later["service"], state="restarted"), dict(later["service"], name="slurmctld"),
+                  dict(later["service"], enabled=False)):
+        assert config_step.args_digest(dict(later, service=other), "code") != config_step.args_digest(later, "code")
+
+    run_module(with_record(fresh, tmp_path))
+    systemctl.set(LoadState="loaded", ActiveState="active", UnitFileState="enabled")
+    assert in_sync() == {"s1": "d1"}
+    assert run_module(later) == config_step.unchanged_result(later)
