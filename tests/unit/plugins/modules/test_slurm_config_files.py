@@ -478,8 +478,8 @@ def test_the_answer_from_a_record_is_what_a_run_with_nothing_to_do_returns(run_m
     assert again == config_step.unchanged_result(spec)
 
 
-def test_restart_on_change_is_not_in_a_records_digest_and_changes_nothing_for_a_step_in_sync(run_module, in_sync,
-                                                                                               tmp_path, systemctl):
+def test_restart_on_change_is_not_in_a_records_digest_and_changes_nothing_for_a_step_in_sync(
+        run_module, in_sync, tmp_path, systemctl):
     """A role turns restart_on_change off in the run that installs its daemon: the next run, with it on, takes the
     record, and running the step then (as its record says) does nothing either."""
     from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_step
