@@ -284,6 +284,92 @@ def test_decisions_are_logged_only_once_the_ledger_took_them():
     assert outcome.conflicts == 1 and outcome.applied == []  # the node's SetGres waits for the next round
 
 
+def _gres_round(versions=("v0.0.40", "v0.0.41", "v0.0.42"), slurm=None, conflict=None):
+    """GenericNodes k8s-c1..c4 cached, and an executor to a fake slurmrestd of ``versions``; ``conflict``: a GenericNode
+    whose ledger write someone else's write beats (409). Returns the double, the fake, the executor, and a round's
+    actions: each node's ledger write, then its GRES (the same Gres string on c1-c3, another on c4)."""
+    double = KubeDouble(listen=False).start()
+    for i in range(1, 5):
+        double.add_in_process(generic_node("k8s-c%d" % i, "c%d" % i, status={}))
+    if conflict is not None:
+        double.intercept("PUT", "/%s/status$" % conflict, lambda _method, _path: 409, count=None)
+    kube = kube_client(double)
+    informer = Informer(kube, GENERICNODES)
+    informer.relist()
+    slurm = slurm or FakeSlurm([FakeNode("c%d" % i, 4, 8000) for i in range(1, 5)])
+    rest = FakeSlurmrestd(slurm, listen=False, versions=versions)
+    executor = Executor(kube, rest_slurm(rest), informer, backoff=Backoff(clock=lambda: 0.0))
+    actions = []
+    for i in range(1, 5):
+        name, cpus = "k8s-c%d" % i, 3 if i < 4 else 2
+        actions.append(core.WriteStatus(name, informer.get(name)["metadata"]["resourceVersion"], {"admissions": {}}))
+        actions.append(core.SetGres(name, "c%d" % i, "k8scpu:%d,k8smemory:8000" % cpus, (cpus, 8000), "ledger wants",
+                                    "k8scpu:4,k8smemory:8000"))
+    return double, rest, executor, actions
+
+
+def _gres_posts(rest):
+    return [(call.path.rsplit("/", 2)[-1] if call.path.endswith("/nodes") else call.path.rsplit("/", 1)[-1],
+             call.body.get("name"), call.body["gres"]) for call in rest.calls("POST")]
+
+
+def test_a_round_sets_one_gres_string_on_many_nodes_in_one_request_each_after_its_ledger_write():
+    ledger_first = []
+
+    def fault(operation, node):
+        if operation == "set_node_gres":  # slurmctld applies the update: the node's ledger must be written by now
+            ledger_first.append(("PUT", "/apis/kai.alibabacloud.com/v1alpha1/genericnodes/k8s-%s/status" % node)
+                                in double.requests_seen())
+
+    slurm = FakeSlurm([FakeNode("c%d" % i, 4, 8000) for i in range(1, 5)], fault=fault)
+    double, rest, executor, actions = _gres_round(slurm=slurm, conflict="k8s-c2")
+    outcome = executor.run(actions)
+    # c2's ledger write lost to someone else's: its GRES waits for the next round, and the others' do not wait for it.
+    assert outcome.conflicts == 1 and outcome.errors == []
+    assert _gres_posts(rest) == [("nodes", ["c1", "c3"], "k8scpu:3,k8smemory:8000"), ("c4", None, "k8scpu:2,k8smemory:8000")]
+    assert ledger_first == [True, True, True]
+    assert [slurm.nodes["c%d" % i].count_cpu for i in range(1, 5)] == [3, 4, 3, 2]
+    assert outcome.applied == [a for a in actions if a.node != "k8s-c2"] and outcome.wrote == 6
+
+
+def test_a_gres_update_of_several_nodes_that_slurm_refuses_goes_node_by_node_with_its_fallback():
+    class Refusing(FakeSlurm):
+        def set_node_gres(self, name, gres):
+            if name == "c2" and gres.startswith("k8scpu:3"):
+                raise SlurmctldRefused(2072, "Invalid generic resource (gres) specification", "count under the allocation")
+            super().set_node_gres(name, gres)
+
+    slurm = Refusing([FakeNode("c%d" % i, 4, 8000) for i in range(1, 5)])
+    _double, rest, executor, actions = _gres_round(slurm=slurm)
+    outcome = executor.run(actions)
+    assert outcome.errors == [] and outcome.wrote == 8
+    assert _gres_posts(rest) == [("nodes", ["c1", "c2", "c3"], "k8scpu:3,k8smemory:8000"),
+                                 ("c1", None, "k8scpu:3,k8smemory:8000"), ("c2", None, "k8scpu:3,k8smemory:8000"),
+                                 ("c2", None, "k8scpu:4,k8smemory:8000"), ("c3", None, "k8scpu:3,k8smemory:8000"),
+                                 ("c4", None, "k8scpu:2,k8smemory:8000")]
+    assert [slurm.nodes["c%d" % i].count_cpu for i in range(1, 5)] == [3, 4, 3, 2]
+
+
+def test_a_gres_update_of_several_nodes_slurm_did_not_answer_fails_for_each_and_waits_its_backoff():
+    def fault(operation, _node):
+        if operation == "set_node_gres":
+            raise SlurmctldDown()
+
+    slurm = FakeSlurm([FakeNode("c%d" % i, 4, 8000) for i in range(1, 5)], fault=fault)
+    _double, rest, executor, actions = _gres_round(slurm=slurm)
+    outcome = executor.run(actions)
+    assert [kind for kind, _message, temporary in outcome.errors if temporary] == ["SetGres"] * 4
+    assert [post[0] for post in _gres_posts(rest)] == ["nodes", "c4"]  # not again one by one: Slurm is away
+    assert not any(executor.backoff.ready(loop._retry_key(a)) for a in actions if isinstance(a, core.SetGres))
+
+
+def test_a_slurmrestd_without_post_nodes_gets_each_gres_update_alone():
+    _double, rest, executor, actions = _gres_round(versions=("v0.0.40", "v0.0.41"))
+    outcome = executor.run(actions)
+    assert outcome.errors == [] and outcome.wrote == 8
+    assert sorted(_gres_posts(rest)) == [("c%d" % i, None, "k8scpu:%d,k8smemory:8000" % (3 if i < 4 else 2)) for i in range(1, 5)]
+
+
 def test_pod_cache_misses_are_confirmed_with_a_get():
     double = KubeDouble(listen=False).start()
     double.add_in_process(generic_node(admissions=[admission("a1")], status={"admissions": {}}))

@@ -243,6 +243,30 @@ class Outcome:
         self.applied.extend(other.applied)
 
 
+@dataclass
+class _Lane:
+    """One GenericNode's actions in a round (or the actions tied to none), and where carrying them out stands."""
+
+    actions: list[core.Action]
+    done: int = 0  # actions taken (carried out, recorded or skipped)
+    outcome: Outcome = field(default_factory=Outcome)
+    latest: Latest = field(default_factory=dict)
+    blocked: set[str | None] = field(default_factory=set)  # nodes whose next actions wait for the next round
+    pending: dict[str | None, list[core.Decision]] = field(default_factory=dict)  # decisions waiting for their node's ledger write
+    # Nodes with a decision this round: the decision's line (info) says what happened and why, so the
+    # ledger write and the Slurm change that carry it out go at debug. Five lines per admission were 4%
+    # of the daemon's CPU in a burst; an action no decision explains (a GRES re-asserted after a
+    # reconfigure, a status whose Slurm usage changed, a drain) stays at info.
+    decided: set[str | None] = field(default_factory=set)
+    alone: int = -1  # the index of a GRES update that found no other to share a request with: it goes by itself
+
+    def waiting(self) -> core.SetGres | None:
+        """The GRES update the lane stopped at (None: it ran to its end)."""
+        if self.done < len(self.actions):
+            return cast(core.SetGres, self.actions[self.done])
+        return None
+
+
 class Executor:
     """Carries out a round's actions: each GenericNode's in order, several GenericNodes at once.
 
@@ -255,6 +279,11 @@ class Executor:
     longer waits on one round trip at a time. Actions tied to no GenericNode
     (Slurm nodes nobody shares, orphaned placeholder jobs) go last, in order,
     as before. What each lane did is merged in the actions' order.
+
+    A GRES update stops its lane until every lane has run as far as it can:
+    the updates that want the same Gres string then go to Slurm in one request
+    (:meth:`_set_gres_together`), and the lanes go on after them. Each one's
+    ledger write went before it, as when it goes alone.
     """
 
     def __init__(self, kube: Kube, slurm: Slurm, informer: Informer, metrics: Metrics | None = None, dry_run: bool = False,
@@ -282,68 +311,133 @@ class Executor:
         by_node: dict[str | None, list[core.Action]] = {}
         for action in actions:
             by_node.setdefault(action.node, []).append(action)
-        last = by_node.pop(None, [])
-        groups = list(by_node.values())
-        if self.lanes > 1 and len(groups) > 1:
-            outcomes = self._in_lanes(groups)
-        else:
-            outcomes = [self._run_lane(group) for group in groups]
+        tail = _Lane(by_node.pop(None, []))
+        lanes = [_Lane(group) for group in by_node.values()]
+        # A GRES update waits for the other GenericNodes' only when there are others to share a request with.
+        defer = not self.dry_run and len(lanes) > 1
+        waiting = lanes
+        while waiting:
+            self._each(waiting, defer)
+            waiting = [lane for lane in waiting if lane.waiting() is not None]
+            self._set_gres_together(waiting)
         outcome = Outcome()
-        for done in outcomes:
-            outcome.add(done)
-        outcome.add(self._run_lane(last))
+        for lane in lanes:
+            outcome.add(lane.outcome)
+        self._run_lane(tail)
+        outcome.add(tail.outcome)
         return outcome
 
-    def _in_lanes(self, groups: list[list[core.Action]]) -> list[Outcome]:
-        """Each group's outcome, in order: each lane takes the next group until none is left.
+    def _each(self, lanes: list[_Lane], defer: bool) -> None:
+        if self.lanes > 1 and len(lanes) > 1:
+            self._in_lanes(lanes, defer)
+        else:
+            for lane in lanes:
+                self._run_lane(lane, defer)
 
-        One task per lane, not one per GenericNode: a future per GenericNode (its
+    def _in_lanes(self, lanes: list[_Lane], defer: bool) -> None:
+        """Each lane's actions carried on, up to ``lanes`` GenericNodes at once: each thread takes the next until none is left.
+
+        One task per thread, not one per GenericNode: a future per GenericNode (its
         lock, its condition, waking the round's thread for each) was 3% of the
         daemon's CPU in a burst.
         """
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.lanes, thread_name_prefix="executor")
-        outcomes: list[Outcome] = [Outcome()] * len(groups)  # each replaced by its group's
-        todo = iter(enumerate(groups))
+        todo = iter(lanes)
         lock = threading.Lock()
 
-        def lane() -> None:
+        def worker() -> None:
             while True:
                 with lock:
                     taken = next(todo, None)
                 if taken is None:
                     return
-                outcomes[taken[0]] = self._run_lane(taken[1])
+                self._run_lane(taken, defer)
 
-        for task in [self._pool.submit(lane) for _ in range(min(self.lanes, len(groups)))]:
+        for task in [self._pool.submit(worker) for _ in range(min(self.lanes, len(lanes)))]:
             task.result()  # a lane's unexpected error (a bug) raises here, as the map before did
-        return outcomes
 
-    def _run_lane(self, actions: list[core.Action]) -> Outcome:
-        """One GenericNode's actions in order (or, in the last lane, the actions tied to none)."""
-        outcome = Outcome()
-        blocked: set[str | None] = set()  # nodes whose next actions wait for the next round
-        latest: Latest = {}
-        pending: dict[str | None, list[core.Decision]] = {}  # decisions waiting for their node's ledger write
-        # Nodes with a decision this round: the decision's line (info) says what happened and why, so the
-        # ledger write and the Slurm change that carry it out go at debug. Five lines per admission were 4%
-        # of the daemon's CPU in a burst; an action no decision explains (a GRES re-asserted after a
-        # reconfigure, a status whose Slurm usage changed, a drain) stays at info.
-        decided: set[str | None] = set()
-        for action in actions:
+    def _run_lane(self, lane: _Lane, defer: bool = False) -> None:
+        """One GenericNode's actions in order (or, in the last lane, the actions tied to none), from where the lane stands.
+
+        ``defer``: stop at a GRES update that may share one request with other
+        GenericNodes' (:meth:`_set_gres_together`); the lane goes on after it.
+        """
+        while lane.done < len(lane.actions):
+            action = lane.actions[lane.done]
             node = action.node
+            if defer and self._deferrable(lane, action):
+                return
+            lane.done += 1
             if isinstance(action, core.Decision):
-                pending.setdefault(node, []).append(action)
-                decided.add(node)
-            elif node is not None and node in blocked:
+                lane.pending.setdefault(node, []).append(action)
+                lane.decided.add(node)
+            elif node is not None and node in lane.blocked:
                 continue
-            elif not self._carry_out(action, latest, outcome, quiet=node in decided):
+            elif not self._carry_out(action, lane.latest, lane.outcome, quiet=node in lane.decided):
                 if node is not None:
-                    blocked.add(node)
+                    lane.blocked.add(node)
             elif isinstance(action, core.WriteStatus):
-                for decision in pending.pop(node, []):
-                    self._record(decision, outcome)
-        return outcome
+                for decision in lane.pending.pop(node, []):
+                    self._record(decision, lane.outcome)
+
+    def _deferrable(self, lane: _Lane, action: core.Action) -> bool:
+        """Whether ``action`` is a GRES update to hold back for a request shared with other GenericNodes'.
+
+        Never one whose GenericNode is blocked (its ledger write failed: it must
+        not go at all), one that waits out a backoff (:meth:`_carry_out` says so),
+        or one that went looking for company once already and found none.
+        """
+        if not isinstance(action, core.SetGres) or action.node in lane.blocked or lane.done == lane.alone:
+            return False
+        retry_key = _retry_key(action)
+        return retry_key is None or self.backoff.ready(retry_key)
+
+    def _set_gres_together(self, waiting: list[_Lane]) -> None:
+        """The GRES updates the lanes wait at: one request for each Gres string several share, as slurmrestd allows.
+
+        A round of a burst lowers one count on each of hundreds of nodes of the
+        same size: they want the same Gres string, and one request instead of
+        one per node spares most of what Slurm's side of an admission costs the
+        copilot. Each GenericNode's ledger was written before (its lane got
+        there); an update nobody shares, or one slurmrestd cannot take with
+        others, goes alone when its lane goes on.
+        """
+        by_gres: dict[str, list[_Lane]] = {}
+        for lane in waiting:
+            lane.alone = lane.done  # whatever happens below, the lane does not stop at this update again
+            by_gres.setdefault(cast(core.SetGres, lane.waiting()).gres, []).append(lane)
+        for gres, lanes in by_gres.items():
+            if len(lanes) > 1:
+                self._set_gres_of(lanes, gres)
+
+    def _set_gres_of(self, lanes: list[_Lane], gres: str) -> None:
+        """The lanes' GRES updates (all ``gres``) in one request, each lane past its update once it went.
+
+        Slurm applies such an update node by node and answers only its first
+        refusal: after a refusal (or when slurmrestd has no such request) each
+        goes alone, which finds the refused ones and sends their fallback (the
+        same Gres string again is harmless for the others). When Slurm could
+        not be reached, each failed as it would have alone.
+        """
+        actions = [cast(core.SetGres, lane.waiting()) for lane in lanes]
+        try:
+            if not self.slurm.set_gres_of_nodes([action.slurm_node for action in actions], gres):
+                return
+        except SlurmRefused as err:
+            log.info("Slurm refused a GRES update of several nodes: each goes alone",
+                     extra={"fields": {"gres": gres, "nodes": len(actions), "error": str(err)}})
+            return
+        except SlurmError as err:
+            for lane, action in zip(lanes, actions, strict=True):
+                lane.done += 1
+                lane.blocked.add(action.node)
+                self._failed(action, err, _retry_key(action), lane.outcome)
+            return
+        for lane, action in zip(lanes, actions, strict=True):
+            lane.done += 1
+            self._log_action(action, quiet=action.node in lane.decided)
+            self._succeeded(action, _retry_key(action), lane.outcome)
 
     def _carry_out(self, action: core.Action, latest: Latest, outcome: Outcome, quiet: bool = False) -> bool:
         """Apply one action and count it; False when it did not go through (its node waits for the next round).
@@ -375,6 +469,10 @@ class Executor:
         finally:
             if writing is not None:  # it failed: what the watch said meanwhile goes in as it came
                 self.informer.done_writing(writing, None)
+        self._succeeded(action, retry_key, outcome)
+        return True
+
+    def _succeeded(self, action: core.Action, retry_key: tuple[object, ...] | None, outcome: Outcome) -> None:
         if retry_key is not None:
             self.backoff.succeeded(retry_key)
         outcome.applied.append(action)
@@ -384,7 +482,6 @@ class Executor:
             outcome.wrote += 1
             if not (isinstance(action, core.WriteStatus) and not core.holds_reservation(action.status)):
                 outcome.unsettling += 1
-        return True
 
     def _failed(self, action: core.Action, err: KubeError | SlurmError, retry_key: tuple[object, ...] | None,
                 outcome: Outcome) -> None:
@@ -418,13 +515,16 @@ class Executor:
         if self.dry_run:  # what a dry run would do is all it shows
             log.info("would " + action.kind, extra={"fields": self._describe(action)})
             return
-        level = logging.DEBUG if quiet else logging.INFO
-        if log.isEnabledFor(level):
-            log.log(level, action.kind, extra={"fields": self._describe(action)})
+        self._log_action(action, quiet)
         handler = self._handlers.get(type(action))
         if handler is None:
             raise TypeError("no executor for %r" % (action,))
         handler(action, latest)
+
+    def _log_action(self, action: core.Action, quiet: bool) -> None:
+        level = logging.DEBUG if quiet else logging.INFO
+        if log.isEnabledFor(level):
+            log.log(level, action.kind, extra={"fields": self._describe(action)})
 
     def _write_status(self, action: core.WriteStatus, latest: Latest) -> None:
         source, resource_version = self._source(action.node, latest, action.resource_version)
