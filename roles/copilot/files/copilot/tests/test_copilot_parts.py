@@ -13,7 +13,7 @@ import threading
 
 import httpx
 import pytest
-from copilot_builders import CLUSTER, admission, entry, generic_node, node_object, parse_exposition, pod_object, rest_slurm, rest_slurm_of
+from copilot_builders import CLUSTER, NOW, admission, entry, generic_node, node_object, parse_exposition, pod_object, rest_slurm, rest_slurm_of
 from copilot_process import KubeDouble
 from fakes.slurm_state import GRES_CPU, GRES_MEMORY, REGISTRATION_REASON, RESUMABLE_DRAINS, FakeNode, FakeSlurm, SlurmctldDown, SlurmctldRefused
 from fakes.slurmrestd import FakeSlurmrestd
@@ -755,6 +755,42 @@ def test_the_executor_carries_out_different_generic_nodes_at_once_and_each_ones_
     assert [u for u in slurm.updates if u[0] == "c1"] == [("c1", "k8scpu:3"), ("c1", "k8scpu:2")]
     # what was applied comes back in the actions' order, whichever lane finished first
     assert outcome.applied == actions
+
+
+class _DrainingSlurm:
+    """Slurm's side of the executor for the streaming test: notes each drain."""
+
+    def __init__(self):
+        self.drained = threading.Event()
+
+    def drain_node(self, slurm_node: str, reason: str) -> None:
+        self.drained.set()
+
+
+def test_a_generic_nodes_actions_go_while_the_next_is_decided():
+    slurm = _DrainingSlurm()
+
+    def groups():
+        yield [core.DrainNode("k8s-c1", "c1", "cordoned")]
+        # the next GenericNode is decided only now: the first one's drain must not wait for it
+        assert slurm.drained.wait(10), "the first GenericNode's actions waited for the next decision"
+        yield [core.DrainNode("k8s-c2", "c2", "cordoned")]
+        yield []  # nothing tied to no GenericNode
+
+    for lanes in (1, 4):
+        slurm.drained.clear()
+        outcome = Executor(None, slurm, None, lanes=lanes).run_groups(groups())
+        assert outcome.errors == [] and [a.node for a in outcome.applied] == ["k8s-c1", "k8s-c2"]
+
+
+def test_a_decided_generic_node_leaves_the_observed_snapshot():
+    nodes = [generic_node("k8s-c%d" % i, "c%d" % i, status={}) for i in (1, 2)]
+    observed = core.Observed({g["metadata"]["name"]: g for g in nodes}, {}, {}, {}, NOW, core.Settings())
+    decided = loop._decided(observed)
+    next(decided)
+    assert list(observed.generic_nodes) == ["k8s-c2"]  # k8s-c1's old version is no longer held for the round
+    list(decided)
+    assert observed.generic_nodes == {}
 
 
 class _MeetingClient:
