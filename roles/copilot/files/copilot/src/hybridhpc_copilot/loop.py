@@ -249,6 +249,7 @@ class _Lane:
     """One GenericNode's actions in a round (or the actions tied to none), and where carrying them out stands."""
 
     actions: list[core.Action]
+    order: int = 0  # its place among the round's lanes
     done: int = 0  # actions taken (carried out, recorded or skipped)
     outcome: Outcome = field(default_factory=Outcome)
     latest: Latest = field(default_factory=dict)
@@ -276,13 +277,17 @@ class _Feed:
         self.defer = executor._deferring()
         self.queue: queue.SimpleQueue[_Lane | None] = queue.SimpleQueue()
         self.tasks: list[concurrent.futures.Future[None]] = []
+        # Lanes stopped at a GRES update; the others are let go as they end (their state, for
+        # 10,000 GenericNodes at a first start, held until the round's end cost megabytes).
+        self.waiting: list[_Lane] = []
+        self._lock = threading.Lock()
 
     def __enter__(self) -> _Feed:
         return self
 
     def put(self, lane: _Lane) -> None:
         if self.executor.lanes == 1:
-            self.executor._run_lane(lane, self.defer)
+            self._run(lane)
             return
         self.queue.put(lane)
         if len(self.tasks) < self.executor.lanes:  # one thread per lane: a task per GenericNode cost 3% of the CPU
@@ -290,7 +295,13 @@ class _Feed:
 
     def _work(self) -> None:
         while (lane := self.queue.get()) is not None:
-            self.executor._run_lane(lane, self.defer)
+            self._run(lane)
+
+    def _run(self, lane: _Lane) -> None:
+        self.executor._run_lane(lane, self.defer)
+        if lane.waiting() is not None:
+            with self._lock:
+                self.waiting.append(lane)
 
     def __exit__(self, *_exc: object) -> None:
         for _task in self.tasks:
@@ -356,23 +367,24 @@ class Executor:
         rest instead of waiting for the last decision (tens of milliseconds
         per round in a burst, with nothing in flight meanwhile).
         """
-        lanes: list[_Lane] = []
+        outcomes: list[Outcome] = []  # each GenericNode's, in the groups' order (a lane that ran to its end is let go)
         tail = _Lane([])
         with _Feed(self) as feed:
             for group in groups:
                 if group and group[0].node is None:
                     tail.actions.extend(group)
                 elif group:
-                    lanes.append(_Lane(group))
-                    feed.put(lanes[-1])
-        waiting = [lane for lane in lanes if lane.waiting() is not None]
+                    lane = _Lane(group, order=len(outcomes))
+                    outcomes.append(lane.outcome)
+                    feed.put(lane)
+        waiting = sorted(feed.waiting, key=lambda lane: lane.order)  # as decided, whichever thread ran them
         while waiting:
             self._set_gres_together(waiting)
             self._each(waiting, self._deferring())
             waiting = [lane for lane in waiting if lane.waiting() is not None]
         outcome = Outcome()
-        for lane in lanes:
-            outcome.add(lane.outcome)
+        for done in outcomes:
+            outcome.add(done)
         self._run_lane(tail)
         outcome.add(tail.outcome)
         return outcome
