@@ -270,35 +270,44 @@ class _Lane:
 
 
 class _Feed:
-    """Lanes handed to the executor's threads as they come (inline with one lane), and waited for at the end."""
+    """GenericNodes' action groups handed to the executor's threads as they come (inline with one lane), and waited for.
+
+    A group becomes a lane (its bookkeeping) only when a thread takes it, and
+    the lane is let go when it ends, but for its outcome: decisions outrun the
+    requests, and at a first start with 10,000 GenericNodes lanes waiting in
+    the queue, or kept to the round's end, cost megabytes of peak RSS.
+    """
 
     def __init__(self, executor: Executor):
         self.executor = executor
         self.defer = executor._deferring()
-        self.queue: queue.SimpleQueue[_Lane | None] = queue.SimpleQueue()
+        self.queue: queue.SimpleQueue[tuple[int, list[core.Action]] | None] = queue.SimpleQueue()
         self.tasks: list[concurrent.futures.Future[None]] = []
-        # Lanes stopped at a GRES update; the others are let go as they end (their state, for
-        # 10,000 GenericNodes at a first start, held until the round's end cost megabytes).
-        self.waiting: list[_Lane] = []
+        self.outcomes: list[Outcome | None] = []  # each group's, in the order they came (None: not carried out yet)
+        self.waiting: list[_Lane] = []  # lanes stopped at a GRES update
         self._lock = threading.Lock()
 
     def __enter__(self) -> _Feed:
         return self
 
-    def put(self, lane: _Lane) -> None:
+    def put(self, group: list[core.Action]) -> None:
+        order = len(self.outcomes)
+        self.outcomes.append(None)
         if self.executor.lanes == 1:
-            self._run(lane)
+            self._run(order, group)
             return
-        self.queue.put(lane)
+        self.queue.put((order, group))
         if len(self.tasks) < self.executor.lanes:  # one thread per lane: a task per GenericNode cost 3% of the CPU
             self.tasks.append(self.executor._threads().submit(self._work))
 
     def _work(self) -> None:
-        while (lane := self.queue.get()) is not None:
-            self._run(lane)
+        while (taken := self.queue.get()) is not None:
+            self._run(*taken)
 
-    def _run(self, lane: _Lane) -> None:
+    def _run(self, order: int, group: list[core.Action]) -> None:
+        lane = _Lane(group, order=order)
         self.executor._run_lane(lane, self.defer)
+        self.outcomes[order] = lane.outcome
         if lane.waiting() is not None:
             with self._lock:
                 self.waiting.append(lane)
@@ -367,24 +376,22 @@ class Executor:
         rest instead of waiting for the last decision (tens of milliseconds
         per round in a burst, with nothing in flight meanwhile).
         """
-        outcomes: list[Outcome] = []  # each GenericNode's, in the groups' order (a lane that ran to its end is let go)
         tail = _Lane([])
         with _Feed(self) as feed:
             for group in groups:
                 if group and group[0].node is None:
                     tail.actions.extend(group)
                 elif group:
-                    lane = _Lane(group, order=len(outcomes))
-                    outcomes.append(lane.outcome)
-                    feed.put(lane)
+                    feed.put(group)
         waiting = sorted(feed.waiting, key=lambda lane: lane.order)  # as decided, whichever thread ran them
         while waiting:
             self._set_gres_together(waiting)
             self._each(waiting, self._deferring())
             waiting = [lane for lane in waiting if lane.waiting() is not None]
         outcome = Outcome()
-        for done in outcomes:
-            outcome.add(done)
+        for done in feed.outcomes:
+            if done is not None:
+                outcome.add(done)
         self._run_lane(tail)
         outcome.add(tail.outcome)
         return outcome
