@@ -88,6 +88,8 @@ HTTPX_REQUIRED_MSG = (
 DEFAULT_URL = "http://localhost:6820"
 # The data_parser versions the client speaks, newest first (the probe's order).
 DEFAULT_VERSIONS = ("v0.0.45", "v0.0.44", "v0.0.43", "v0.0.42", "v0.0.41", "v0.0.40")
+# The first data_parser version with ``POST /nodes`` (one update for several nodes; Slurm 24.11).
+NODES_UPDATE_SINCE = "v0.0.42"
 _VERSION_RE = re.compile(r"^v\d+\.\d+\.\d+$")
 USER_HEADER = "X-SLURM-USER-NAME"
 TOKEN_HEADER = "X-SLURM-USER-TOKEN"
@@ -327,6 +329,11 @@ def is_node_entry(obj):
     return "name" in obj and "real_memory" in obj
 
 
+def version_key(version):
+    """A data_parser version (``v0.0.42``) as numbers to compare: ``(0, 0, 42)``."""
+    return tuple(int(n) for n in version[1:].split("."))
+
+
 def openapi_versions(spec):
     """The data_parser versions an OpenAPI document's paths name (``/slurm/v0.0.42/ping``), oldest first.
 
@@ -338,15 +345,15 @@ def openapi_versions(spec):
         parts = str(path).strip("/").split("/")
         if len(parts) > 1 and parts[0] in ("slurm", "slurmdb") and _VERSION_RE.match(parts[1]):
             found.add(parts[1])
-    return sorted(found, key=lambda v: tuple(int(n) for n in v[1:].split(".")))
+    return sorted(found, key=version_key)
 
 
 def unsupported_hint(served):
     """The end of the no-version error: what the server serves and what to do about it."""
     if not served:
         return "; check the data_parser plugins it loads"
-    newest = max(DEFAULT_VERSIONS, key=lambda v: tuple(int(n) for n in v[1:].split(".")))
-    oldest = min(DEFAULT_VERSIONS, key=lambda v: tuple(int(n) for n in v[1:].split(".")))
+    newest = max(DEFAULT_VERSIONS, key=version_key)
+    oldest = min(DEFAULT_VERSIONS, key=version_key)
     return "; it serves %s (GET /openapi/v3): this client speaks %s to %s (Slurm 23.11 and later)" % (
         ", ".join(served), oldest, newest)
 
@@ -729,6 +736,36 @@ class SlurmrestdClient:
         """
         body = node_update_body(fields)
         return self.request("POST", "node/" + quote(str(name), safe=""), body=body)
+
+    @property
+    def updates_nodes_together(self):
+        """Whether ``POST /nodes`` (one update for several nodes) is served: v0.0.42 (Slurm 24.11) and later."""
+        return version_key(self.version) >= version_key(NODES_UPDATE_SINCE)
+
+    def update_nodes(self, names, /, **fields):
+        """``POST /nodes``: the same ``update_node_msg`` (built from ``fields``) for every node of ``names``.
+
+        One request for what :meth:`update_node` takes one per node. slurmctld
+        applies it node by node and answers the first refusal: after an error
+        some nodes may have the change and some not. Needs
+        :attr:`updates_nodes_together` (``UnsupportedVersion`` before anything is sent).
+        """
+        names = as_list(names)
+        if not names:
+            raise ValueError("a node update needs at least one node")
+        if not self.updates_nodes_together:
+            raise UnsupportedVersion(
+                "slurmrestd %s has no POST /nodes (%s and later have it): update the nodes one by one"
+                % (self.version, NODES_UPDATE_SINCE)
+            )
+        body = node_update_body(dict(fields, name=names))
+        return self.request("POST", "nodes", body=body)
+
+    def set_nodes_gres(self, names, gres):
+        """Set the same whole Gres string on several nodes in one request (see :meth:`update_nodes`)."""
+        if not isinstance(gres, str):
+            gres = ",".join(as_list(gres))
+        return self.update_nodes(names, gres=gres)
 
     def drain_node(self, name, reason):
         """Drain a node: running jobs finish, no new job starts. Slurm needs a reason."""

@@ -10,6 +10,7 @@ answer carries ``meta``, ``errors`` and ``warnings``):
   down), ``GET diag``, ``GET nodes``, ``GET node/{name}``, ``POST node/{name}``
   (gres, state DRAIN/RESUME, reason, features, comment, extra, weight; the
   list and no_val fields' types checked as data_parser does: 400), ``POST
+  nodes`` (v0.0.42 on: the same update for every node its ``name`` lists), ``POST
   job/submit`` (script and environment required; ``submit_answers_result_only``
   answers v0.0.40/41's ``{"result": {...}}`` shape), ``GET``/``DELETE
   job/{id}``, ``GET jobs`` and ``DELETE jobs`` (``{"jobs": [ids]}``);
@@ -182,7 +183,7 @@ def _text(status: int, text: str) -> tuple[int, bytes, str]:
 
 NOT_FOUND = (404, b"Unable to find requested URL", "text/plain")
 # Where slurmrestd says a refusal came from, by method and endpoint.
-_SOURCES = {("POST", "node"): "_update_node", ("GET", "node"): "_dump_nodes", ("GET", "nodes"): "_dump_nodes",
+_SOURCES = {("POST", "node"): "_update_node", ("POST", "nodes"): "_update_nodes", ("GET", "node"): "_dump_nodes", ("GET", "nodes"): "_dump_nodes",
             ("POST", "job"): "_submit", ("DELETE", "job"): "_signal_job", ("GET", "job"): "_handle_job_get"}
 
 
@@ -317,6 +318,8 @@ class FakeSlurmrestd:
         if len(parts) < 3 or parts[0] != "slurm" or parts[1] not in self.versions:
             return NOT_FOUND
         user, endpoint = self.user(headers), parts[2:]
+        if endpoint == ["nodes"] and method == "POST" and parts[1] in ("v0.0.40", "v0.0.41"):
+            return NOT_FOUND  # POST nodes came with v0.0.42 (Slurm 24.11)
         if endpoint == ["ping"] and method == "GET":
             up = user is not None and self.slurm.controller_up
             return _ok({"pings": [{"hostname": "ctl1", "pinged": "UP" if up else "DOWN", "responding": up, "latency": 1234 if up else 0,
@@ -353,6 +356,8 @@ class FakeSlurmrestd:
             return _ok({"statistics": {"server_thread_count": 1}})
         if endpoint == ["nodes"] and method == "GET":
             return _ok({"nodes": [node_json(v) for v in slurm.node_states().values()]})
+        if endpoint == ["nodes"] and method == "POST":
+            return self._update_nodes(body, user)
         if len(endpoint) == 2 and endpoint[0] == "node":
             return self._node(method, unquote(endpoint[1]), body, user)
         if endpoint == ["job", "submit"] and method == "POST":
@@ -384,6 +389,46 @@ class FakeSlurmrestd:
             return _error(500, "Failure to update node %s" % name, "Access/permission denied", 2002, "_update_node")
         if not known:
             return _error(500, "Failure to update node %s" % name, "Invalid node name specified", 2018, "_update_node")
+        refused = self._update_refused(name, body)
+        if refused is not None:
+            return refused
+        if "gres" in body:
+            slurm.set_node_gres(name, body["gres"])
+        self._update_node(name, body)
+        return _ok({})
+
+    def _update_nodes(self, body, user) -> tuple[int, bytes, str]:
+        """``POST nodes`` (v0.0.42, Slurm 24.11, on): one update for the nodes ``name`` lists, as slurmctld applies it.
+
+        An unknown node fails the whole update; a GRES refused for one node
+        leaves that node as it was, the others get it, and the first refusal is
+        the answer.
+        """
+        names = body.get("name")
+        names = names.split(",") if isinstance(names, str) else names
+        what = "Failure to update node %s" % ",".join(str(n) for n in names or ())
+        if user not in self.admins:
+            return _error(500, what, "Access/permission denied", 2002, "_update_nodes")
+        if not names or any(n not in self.slurm.nodes or self.slurm.nodes[n].deleted for n in names):
+            return _error(500, what, "Invalid node name specified", 2018, "_update_nodes")
+        refused = self._update_refused(",".join(names), dict(body, name=list(names)))
+        if refused is not None:
+            return refused
+        first_refusal = None
+        for name in names:
+            try:
+                if "gres" in body:
+                    self.slurm.set_node_gres(name, body["gres"])
+            except SlurmctldRefused as err:
+                first_refusal = first_refusal or err
+                continue
+            self._update_node(name, body)
+        if first_refusal is not None:
+            raise first_refusal
+        return _ok({})
+
+    def _update_refused(self, names, body) -> tuple[int, bytes, str] | None:
+        """data_parser's and slurmctld's checks of an update_node_msg for ``names`` before anything changes (None: it passes)."""
         for key in ("state", "features", "features_act", "address", "hostname", "name"):
             if key in body and not isinstance(body[key], list):
                 return _error(400, "Expected list for %s" % key, "Unable to parse", 9001, "data_parser")
@@ -392,9 +437,13 @@ class FakeSlurmrestd:
                 return _error(400, "Expected no_val struct for %s" % key, "Unable to parse", 9001, "data_parser")
         states = [str(s).upper() for s in body.get("state") or []]
         if "DRAIN" in states and not body.get("reason"):
-            return _error(500, "Failure to update node %s" % name, "You must specify a reason", 2064, "_update_node")
-        if "gres" in body:
-            slurm.set_node_gres(name, body["gres"])
+            return _error(500, "Failure to update node %s" % names, "You must specify a reason", 2064, "_update_node")
+        return None
+
+    def _update_node(self, name, body) -> None:
+        """An update_node_msg's fields but the GRES, on one node."""
+        slurm = self.slurm
+        states = [str(s).upper() for s in body.get("state") or []]
         for state in states:
             if state == "DRAIN":
                 slurm.drain_node(name, body["reason"])
@@ -408,7 +457,6 @@ class FakeSlurmrestd:
                 setattr(node, key, body[key])
         if "weight" in body:
             node.weight = _plain(body["weight"])
-        return _ok({})
 
     def _submit(self, body, user) -> tuple[int, bytes, str]:
         job = body.get("job") or {}

@@ -523,6 +523,32 @@ def test_set_node_gres_replaces_the_whole_string(fake):
     assert fake.calls("POST")[-1].body == {"gres": "gpu:2,shard:8"}
 
 
+def test_update_nodes_sends_one_update_for_several_nodes(fake):
+    client = make(fake)
+    assert client.updates_nodes_together
+    client.set_nodes_gres(["c1", "c2"], "shard:8")
+    call = fake.calls("POST")[-1]
+    assert call.path == "/slurm/v0.0.42/nodes" and call.body == {"gres": "shard:8", "name": ["c1", "c2"]}
+    assert [fake.slurm.nodes[n].gres for n in ("c1", "c2")] == ["shard:8", "shard:8"]
+    client.update_nodes("c1,c2", state="drain", reason="rack power")
+    assert fake.calls("POST")[-1].body == {"state": ["DRAIN"], "reason": "rack power", "name": ["c1", "c2"]}
+    assert sr.node_states(client.node("c2")) == ["IDLE", "DRAIN"]
+    with pytest.raises(sr.SlurmrestdError, match="Invalid node name specified"):  # slurmctld: one unknown name fails it all
+        client.set_nodes_gres(["c1", "nope"], "shard:2")
+    assert fake.slurm.nodes["c1"].gres == "shard:8"
+    with pytest.raises(ValueError, match="at least one node"):
+        client.update_nodes([], gres="x")
+
+
+def test_update_nodes_needs_v0_0_42_and_sends_nothing_before(fake):
+    old = fake_slurmrestd(versions=("v0.0.40", "v0.0.41"))
+    client = make(old)
+    assert not client.updates_nodes_together
+    with pytest.raises(sr.UnsupportedVersion, match="POST /nodes"):
+        client.set_nodes_gres(["c1", "c2"], "shard:8")
+    assert old.calls("POST") == []
+
+
 def test_node_updates_need_an_admin(fake):
     client = make(fake, token=token("alice"), user="alice")
     with pytest.raises(sr.SlurmError) as err:

@@ -13,7 +13,7 @@ import threading
 
 import httpx
 import pytest
-from copilot_builders import CLUSTER, admission, entry, generic_node, node_object, parse_exposition, pod_object, rest_slurm, rest_slurm_of
+from copilot_builders import CLUSTER, NOW, admission, entry, generic_node, node_object, parse_exposition, pod_object, rest_slurm, rest_slurm_of
 from copilot_process import KubeDouble
 from fakes.slurm_state import GRES_CPU, GRES_MEMORY, REGISTRATION_REASON, RESUMABLE_DRAINS, FakeNode, FakeSlurm, SlurmctldDown, SlurmctldRefused
 from fakes.slurmrestd import FakeSlurmrestd
@@ -282,6 +282,92 @@ def test_decisions_are_logged_only_once_the_ledger_took_them():
                             core.WriteStatus("k8s-c1", obj["metadata"]["resourceVersion"], {"admissions": {}}),
                             core.SetGres("k8s-c1", "c1", "k8scpu:1,k8smemory:1", (1, 1), "r")])
     assert outcome.conflicts == 1 and outcome.applied == []  # the node's SetGres waits for the next round
+
+
+def _gres_round(versions=("v0.0.40", "v0.0.41", "v0.0.42"), slurm=None, conflict=None):
+    """GenericNodes k8s-c1..c4 cached, and an executor to a fake slurmrestd of ``versions``; ``conflict``: a GenericNode
+    whose ledger write someone else's write beats (409). Returns the double, the fake, the executor, and a round's
+    actions: each node's ledger write, then its GRES (the same Gres string on c1-c3, another on c4)."""
+    double = KubeDouble(listen=False).start()
+    for i in range(1, 5):
+        double.add_in_process(generic_node("k8s-c%d" % i, "c%d" % i, status={}))
+    if conflict is not None:
+        double.intercept("PUT", "/%s/status$" % conflict, lambda _method, _path: 409, count=None)
+    kube = kube_client(double)
+    informer = Informer(kube, GENERICNODES)
+    informer.relist()
+    slurm = slurm or FakeSlurm([FakeNode("c%d" % i, 4, 8000) for i in range(1, 5)])
+    rest = FakeSlurmrestd(slurm, listen=False, versions=versions)
+    executor = Executor(kube, rest_slurm(rest), informer, backoff=Backoff(clock=lambda: 0.0))
+    actions = []
+    for i in range(1, 5):
+        name, cpus = "k8s-c%d" % i, 3 if i < 4 else 2
+        actions.append(core.WriteStatus(name, informer.get(name)["metadata"]["resourceVersion"], {"admissions": {}}))
+        actions.append(core.SetGres(name, "c%d" % i, "k8scpu:%d,k8smemory:8000" % cpus, (cpus, 8000), "ledger wants",
+                                    "k8scpu:4,k8smemory:8000"))
+    return double, rest, executor, actions
+
+
+def _gres_posts(rest):
+    return [(call.path.rsplit("/", 2)[-1] if call.path.endswith("/nodes") else call.path.rsplit("/", 1)[-1],
+             call.body.get("name"), call.body["gres"]) for call in rest.calls("POST")]
+
+
+def test_a_round_sets_one_gres_string_on_many_nodes_in_one_request_each_after_its_ledger_write():
+    ledger_first = []
+
+    def fault(operation, node):
+        if operation == "set_node_gres":  # slurmctld applies the update: the node's ledger must be written by now
+            ledger_first.append(("PUT", "/apis/kai.alibabacloud.com/v1alpha1/genericnodes/k8s-%s/status" % node)
+                                in double.requests_seen())
+
+    slurm = FakeSlurm([FakeNode("c%d" % i, 4, 8000) for i in range(1, 5)], fault=fault)
+    double, rest, executor, actions = _gres_round(slurm=slurm, conflict="k8s-c2")
+    outcome = executor.run(actions)
+    # c2's ledger write lost to someone else's: its GRES waits for the next round, and the others' do not wait for it.
+    assert outcome.conflicts == 1 and outcome.errors == []
+    assert _gres_posts(rest) == [("nodes", ["c1", "c3"], "k8scpu:3,k8smemory:8000"), ("c4", None, "k8scpu:2,k8smemory:8000")]
+    assert ledger_first == [True, True, True]
+    assert [slurm.nodes["c%d" % i].count_cpu for i in range(1, 5)] == [3, 4, 3, 2]
+    assert outcome.applied == [a for a in actions if a.node != "k8s-c2"] and outcome.wrote == 6
+
+
+def test_a_gres_update_of_several_nodes_that_slurm_refuses_goes_node_by_node_with_its_fallback():
+    class Refusing(FakeSlurm):
+        def set_node_gres(self, name, gres):
+            if name == "c2" and gres.startswith("k8scpu:3"):
+                raise SlurmctldRefused(2072, "Invalid generic resource (gres) specification", "count under the allocation")
+            super().set_node_gres(name, gres)
+
+    slurm = Refusing([FakeNode("c%d" % i, 4, 8000) for i in range(1, 5)])
+    _double, rest, executor, actions = _gres_round(slurm=slurm)
+    outcome = executor.run(actions)
+    assert outcome.errors == [] and outcome.wrote == 8
+    assert _gres_posts(rest) == [("nodes", ["c1", "c2", "c3"], "k8scpu:3,k8smemory:8000"),
+                                 ("c1", None, "k8scpu:3,k8smemory:8000"), ("c2", None, "k8scpu:3,k8smemory:8000"),
+                                 ("c2", None, "k8scpu:4,k8smemory:8000"), ("c3", None, "k8scpu:3,k8smemory:8000"),
+                                 ("c4", None, "k8scpu:2,k8smemory:8000")]
+    assert [slurm.nodes["c%d" % i].count_cpu for i in range(1, 5)] == [3, 4, 3, 2]
+
+
+def test_a_gres_update_of_several_nodes_slurm_did_not_answer_fails_for_each_and_waits_its_backoff():
+    def fault(operation, _node):
+        if operation == "set_node_gres":
+            raise SlurmctldDown()
+
+    slurm = FakeSlurm([FakeNode("c%d" % i, 4, 8000) for i in range(1, 5)], fault=fault)
+    _double, rest, executor, actions = _gres_round(slurm=slurm)
+    outcome = executor.run(actions)
+    assert [kind for kind, _message, temporary in outcome.errors if temporary] == ["SetGres"] * 4
+    assert [post[0] for post in _gres_posts(rest)] == ["nodes", "c4"]  # not again one by one: Slurm is away
+    assert not any(executor.backoff.ready(loop._retry_key(a)) for a in actions if isinstance(a, core.SetGres))
+
+
+def test_a_slurmrestd_without_post_nodes_gets_each_gres_update_alone():
+    _double, rest, executor, actions = _gres_round(versions=("v0.0.40", "v0.0.41"))
+    outcome = executor.run(actions)
+    assert outcome.errors == [] and outcome.wrote == 8
+    assert sorted(_gres_posts(rest)) == [("c%d" % i, None, "k8scpu:%d,k8smemory:8000" % (3 if i < 4 else 2)) for i in range(1, 5)]
 
 
 def test_pod_cache_misses_are_confirmed_with_a_get():
@@ -669,6 +755,42 @@ def test_the_executor_carries_out_different_generic_nodes_at_once_and_each_ones_
     assert [u for u in slurm.updates if u[0] == "c1"] == [("c1", "k8scpu:3"), ("c1", "k8scpu:2")]
     # what was applied comes back in the actions' order, whichever lane finished first
     assert outcome.applied == actions
+
+
+class _DrainingSlurm:
+    """Slurm's side of the executor for the streaming test: notes each drain."""
+
+    def __init__(self):
+        self.drained = threading.Event()
+
+    def drain_node(self, slurm_node: str, reason: str) -> None:
+        self.drained.set()
+
+
+def test_a_generic_nodes_actions_go_while_the_next_is_decided():
+    slurm = _DrainingSlurm()
+
+    def groups():
+        yield [core.DrainNode("k8s-c1", "c1", "cordoned")]
+        # the next GenericNode is decided only now: the first one's drain must not wait for it
+        assert slurm.drained.wait(10), "the first GenericNode's actions waited for the next decision"
+        yield [core.DrainNode("k8s-c2", "c2", "cordoned")]
+        yield []  # nothing tied to no GenericNode
+
+    for lanes in (1, 4):
+        slurm.drained.clear()
+        outcome = Executor(None, slurm, None, lanes=lanes).run_groups(groups())
+        assert outcome.errors == [] and [a.node for a in outcome.applied] == ["k8s-c1", "k8s-c2"]
+
+
+def test_a_decided_generic_node_leaves_the_observed_snapshot():
+    nodes = [generic_node("k8s-c%d" % i, "c%d" % i, status={}) for i in (1, 2)]
+    observed = core.Observed({g["metadata"]["name"]: g for g in nodes}, {}, {}, {}, NOW, core.Settings())
+    decided = loop._decided(observed)
+    next(decided)
+    assert list(observed.generic_nodes) == ["k8s-c2"]  # k8s-c1's old version is no longer held for the round
+    list(decided)
+    assert observed.generic_nodes == {}
 
 
 class _MeetingClient:

@@ -39,7 +39,7 @@ somebody else set is shown on the Kubernetes Node as an annotation.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from . import names
 from .gres import GresStrategy, restore_unshared, wanted_counts
@@ -100,7 +100,7 @@ __all__ = [
     "Action", "AddFinalizer", "AnnotateNode", "Capacity", "Decision", "DenyAdmission", "DrainNode", "GrantAdmission",
     "KubeNode", "NodeFacts", "Observed", "Pod", "ReleaseAdmission", "RemoveFinalizer", "ReserveAdmission", "ResumeNode",
     "SetGres", "Settings", "SlurmNode", "Strategy", "WriteStatus", "alias_of", "entry_amounts", "holdings", "holds_reservation",
-    "is_slurm_node", "pods_needed", "reconcile", "reconcile_node", "timestamp", "wanted_counts",
+    "decide", "is_slurm_node", "pods_needed", "reconcile", "reconcile_node", "timestamp", "wanted_counts",
 ]
 
 # How each strategy is built for a node; a Slurm node's strategy comes from the config.
@@ -111,14 +111,24 @@ STRATEGIES: dict[str, Callable[[NodeFacts, Observed], Strategy]] = {
 
 
 def reconcile(observed: Observed, keep: Callable[[Action], Action] | None = None) -> list[Action]:
-    """Every action that brings Slurm, the ledger and the Kubernetes Nodes in line.
+    """Every action that brings Slurm, the ledger and the Kubernetes Nodes in line (:func:`decide`'s, in its order).
 
     ``keep(action)``: each action as the caller holds it, made as soon as its
     node is decided (the loop compacts the statuses to write: a first start
     decides a status for every GenericNode, and all of them as built, held
     until the last is decided, cost megabytes at 10,000).
     """
-    actions: list[Action] = []
+    return [action for _name, actions in decide(observed, keep) for action in actions]
+
+
+def decide(observed: Observed, keep: Callable[[Action], Action] | None = None) -> Iterator[tuple[str | None, list[Action]]]:
+    """:func:`reconcile`'s actions as they are decided: ``(GenericNode, its actions)`` for each one sharing a Slurm
+    node, in name order, then ``(None, the actions tied to no GenericNode)``.
+
+    Each GenericNode's decisions read only its own objects (and the owner of
+    its Slurm node, found first), so the caller may carry out one
+    GenericNode's actions while the next is decided.
+    """
     owner_of: dict[str, str] = {}
     for name in sorted(observed.generic_nodes):
         obj = observed.generic_nodes[name]
@@ -128,10 +138,8 @@ def reconcile(observed: Observed, keep: Callable[[Action], Action] | None = None
         obj = observed.generic_nodes[name]
         if is_slurm_node(obj):
             decided = reconcile_node(name, obj, observed, owner_of[alias_of(obj)])
-            actions.extend(decided if keep is None else map(keep, decided))
-    actions.extend(restore_unshared(observed, set(owner_of)))
-    actions.extend(cancel_orphans(observed, set(owner_of.values())))
-    return actions
+            yield name, decided if keep is None else [keep(action) for action in decided]
+    yield None, [*restore_unshared(observed, set(owner_of)), *cancel_orphans(observed, set(owner_of.values()))]
 
 
 def reconcile_node(name: str, obj: JsonObject, observed: Observed, owner: str) -> list[Action]:

@@ -25,11 +25,12 @@ import concurrent.futures
 import dataclasses
 import functools
 import logging
+import queue
 import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -243,6 +244,81 @@ class Outcome:
         self.applied.extend(other.applied)
 
 
+@dataclass
+class _Lane:
+    """One GenericNode's actions in a round (or the actions tied to none), and where carrying them out stands."""
+
+    actions: list[core.Action]
+    order: int = 0  # its place among the round's lanes
+    done: int = 0  # actions taken (carried out, recorded or skipped)
+    outcome: Outcome = field(default_factory=Outcome)
+    latest: Latest = field(default_factory=dict)
+    blocked: set[str | None] = field(default_factory=set)  # nodes whose next actions wait for the next round
+    pending: dict[str | None, list[core.Decision]] = field(default_factory=dict)  # decisions waiting for their node's ledger write
+    # Nodes with a decision this round: the decision's line (info) says what happened and why, so the
+    # ledger write and the Slurm change that carry it out go at debug. Five lines per admission were 4%
+    # of the daemon's CPU in a burst; an action no decision explains (a GRES re-asserted after a
+    # reconfigure, a status whose Slurm usage changed, a drain) stays at info.
+    decided: set[str | None] = field(default_factory=set)
+    alone: int = -1  # the index of a GRES update that found no other to share a request with: it goes by itself
+
+    def waiting(self) -> core.SetGres | None:
+        """The GRES update the lane stopped at (None: it ran to its end)."""
+        if self.done < len(self.actions):
+            return cast(core.SetGres, self.actions[self.done])
+        return None
+
+
+class _Feed:
+    """GenericNodes' action groups handed to the executor's threads as they come (inline with one lane), and waited for.
+
+    A group becomes a lane (its bookkeeping) only when a thread takes it, and
+    the lane is let go when it ends, but for its outcome: decisions outrun the
+    requests, and at a first start with 10,000 GenericNodes lanes waiting in
+    the queue, or kept to the round's end, cost megabytes of peak RSS.
+    """
+
+    def __init__(self, executor: Executor):
+        self.executor = executor
+        self.defer = executor._deferring()
+        self.queue: queue.SimpleQueue[tuple[int, list[core.Action]] | None] = queue.SimpleQueue()
+        self.tasks: list[concurrent.futures.Future[None]] = []
+        self.outcomes: list[Outcome | None] = []  # each group's, in the order they came (None: not carried out yet)
+        self.waiting: list[_Lane] = []  # lanes stopped at a GRES update
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> _Feed:
+        return self
+
+    def put(self, group: list[core.Action]) -> None:
+        order = len(self.outcomes)
+        self.outcomes.append(None)
+        if self.executor.lanes == 1:
+            self._run(order, group)
+            return
+        self.queue.put((order, group))
+        if len(self.tasks) < self.executor.lanes:  # one thread per lane: a task per GenericNode cost 3% of the CPU
+            self.tasks.append(self.executor._threads().submit(self._work))
+
+    def _work(self) -> None:
+        while (taken := self.queue.get()) is not None:
+            self._run(*taken)
+
+    def _run(self, order: int, group: list[core.Action]) -> None:
+        lane = _Lane(group, order=order)
+        self.executor._run_lane(lane, self.defer)
+        self.outcomes[order] = lane.outcome
+        if lane.waiting() is not None:
+            with self._lock:
+                self.waiting.append(lane)
+
+    def __exit__(self, *_exc: object) -> None:
+        for _task in self.tasks:
+            self.queue.put(None)
+        for task in self.tasks:
+            task.result()  # a lane's unexpected error (a bug) raises here
+
+
 class Executor:
     """Carries out a round's actions: each GenericNode's in order, several GenericNodes at once.
 
@@ -255,6 +331,11 @@ class Executor:
     longer waits on one round trip at a time. Actions tied to no GenericNode
     (Slurm nodes nobody shares, orphaned placeholder jobs) go last, in order,
     as before. What each lane did is merged in the actions' order.
+
+    A GRES update stops its lane until every lane has run as far as it can:
+    the updates that want the same Gres string then go to Slurm in one request
+    (:meth:`_set_gres_together`), and the lanes go on after them. Each one's
+    ledger write went before it, as when it goes alone.
     """
 
     def __init__(self, kube: Kube, slurm: Slurm, informer: Informer, metrics: Metrics | None = None, dry_run: bool = False,
@@ -279,71 +360,161 @@ class Executor:
         }
 
     def run(self, actions: list[core.Action]) -> Outcome:
+        """A round's actions (:meth:`run_groups`), grouped by GenericNode."""
         by_node: dict[str | None, list[core.Action]] = {}
         for action in actions:
             by_node.setdefault(action.node, []).append(action)
-        last = by_node.pop(None, [])
-        groups = list(by_node.values())
-        if self.lanes > 1 and len(groups) > 1:
-            outcomes = self._in_lanes(groups)
-        else:
-            outcomes = [self._run_lane(group) for group in groups]
+        tail = by_node.pop(None, [])
+        return self.run_groups([*by_node.values(), tail])
+
+    def run_groups(self, groups: Iterable[list[core.Action]]) -> Outcome:
+        """A round's actions, a group at a time: all of one GenericNode's, or actions tied to none (those go last).
+
+        ``groups`` may be decided while the first ones are carried out (a
+        generator): each GenericNode's actions go to a lane as soon as they
+        are decided, so the round trips of the first overlap deciding the
+        rest instead of waiting for the last decision (tens of milliseconds
+        per round in a burst, with nothing in flight meanwhile).
+        """
+        tail = _Lane([])
+        with _Feed(self) as feed:
+            for group in groups:
+                if group and group[0].node is None:
+                    tail.actions.extend(group)
+                elif group:
+                    feed.put(group)
+        waiting = sorted(feed.waiting, key=lambda lane: lane.order)  # as decided, whichever thread ran them
+        while waiting:
+            self._set_gres_together(waiting)
+            self._each(waiting, self._deferring())
+            waiting = [lane for lane in waiting if lane.waiting() is not None]
         outcome = Outcome()
-        for done in outcomes:
-            outcome.add(done)
-        outcome.add(self._run_lane(last))
+        for done in feed.outcomes:
+            if done is not None:
+                outcome.add(done)
+        self._run_lane(tail)
+        outcome.add(tail.outcome)
         return outcome
 
-    def _in_lanes(self, groups: list[list[core.Action]]) -> list[Outcome]:
-        """Each group's outcome, in order: each lane takes the next group until none is left.
+    def _each(self, lanes: list[_Lane], defer: bool) -> None:
+        if self.lanes > 1 and len(lanes) > 1:
+            self._in_lanes(lanes, defer)
+        else:
+            for lane in lanes:
+                self._run_lane(lane, defer)
 
-        One task per lane, not one per GenericNode: a future per GenericNode (its
+    def _in_lanes(self, lanes: list[_Lane], defer: bool) -> None:
+        """Each lane's actions carried on, up to ``lanes`` GenericNodes at once: each thread takes the next until none is left.
+
+        One task per thread, not one per GenericNode: a future per GenericNode (its
         lock, its condition, waking the round's thread for each) was 3% of the
         daemon's CPU in a burst.
         """
-        if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.lanes, thread_name_prefix="executor")
-        outcomes: list[Outcome] = [Outcome()] * len(groups)  # each replaced by its group's
-        todo = iter(enumerate(groups))
+        pool = self._threads()
+        todo = iter(lanes)
         lock = threading.Lock()
 
-        def lane() -> None:
+        def worker() -> None:
             while True:
                 with lock:
                     taken = next(todo, None)
                 if taken is None:
                     return
-                outcomes[taken[0]] = self._run_lane(taken[1])
+                self._run_lane(taken, defer)
 
-        for task in [self._pool.submit(lane) for _ in range(min(self.lanes, len(groups)))]:
+        for task in [pool.submit(worker) for _ in range(min(self.lanes, len(lanes)))]:
             task.result()  # a lane's unexpected error (a bug) raises here, as the map before did
-        return outcomes
 
-    def _run_lane(self, actions: list[core.Action]) -> Outcome:
-        """One GenericNode's actions in order (or, in the last lane, the actions tied to none)."""
-        outcome = Outcome()
-        blocked: set[str | None] = set()  # nodes whose next actions wait for the next round
-        latest: Latest = {}
-        pending: dict[str | None, list[core.Decision]] = {}  # decisions waiting for their node's ledger write
-        # Nodes with a decision this round: the decision's line (info) says what happened and why, so the
-        # ledger write and the Slurm change that carry it out go at debug. Five lines per admission were 4%
-        # of the daemon's CPU in a burst; an action no decision explains (a GRES re-asserted after a
-        # reconfigure, a status whose Slurm usage changed, a drain) stays at info.
-        decided: set[str | None] = set()
-        for action in actions:
+    def _deferring(self) -> bool:
+        """Whether GRES updates wait for a request shared with other GenericNodes' (not in a dry run: nothing is sent)."""
+        return not self.dry_run
+
+    def _threads(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.lanes, thread_name_prefix="executor")
+        return self._pool
+
+    def _run_lane(self, lane: _Lane, defer: bool = False) -> None:
+        """One GenericNode's actions in order (or, in the last lane, the actions tied to none), from where the lane stands.
+
+        ``defer``: stop at a GRES update that may share one request with other
+        GenericNodes' (:meth:`_set_gres_together`); the lane goes on after it.
+        """
+        while lane.done < len(lane.actions):
+            action = lane.actions[lane.done]
             node = action.node
+            if defer and self._deferrable(lane, action):
+                return
+            lane.done += 1
             if isinstance(action, core.Decision):
-                pending.setdefault(node, []).append(action)
-                decided.add(node)
-            elif node is not None and node in blocked:
+                lane.pending.setdefault(node, []).append(action)
+                lane.decided.add(node)
+            elif node is not None and node in lane.blocked:
                 continue
-            elif not self._carry_out(action, latest, outcome, quiet=node in decided):
+            elif not self._carry_out(action, lane.latest, lane.outcome, quiet=node in lane.decided):
                 if node is not None:
-                    blocked.add(node)
+                    lane.blocked.add(node)
             elif isinstance(action, core.WriteStatus):
-                for decision in pending.pop(node, []):
-                    self._record(decision, outcome)
-        return outcome
+                for decision in lane.pending.pop(node, []):
+                    self._record(decision, lane.outcome)
+
+    def _deferrable(self, lane: _Lane, action: core.Action) -> bool:
+        """Whether ``action`` is a GRES update to hold back for a request shared with other GenericNodes'.
+
+        Never one whose GenericNode is blocked (its ledger write failed: it must
+        not go at all), one that waits out a backoff (:meth:`_carry_out` says so),
+        or one that went looking for company once already and found none.
+        """
+        if not isinstance(action, core.SetGres) or action.node in lane.blocked or lane.done == lane.alone:
+            return False
+        retry_key = _retry_key(action)
+        return retry_key is None or self.backoff.ready(retry_key)
+
+    def _set_gres_together(self, waiting: list[_Lane]) -> None:
+        """The GRES updates the lanes wait at: one request for each Gres string several share, as slurmrestd allows.
+
+        A round of a burst lowers one count on each of hundreds of nodes of the
+        same size: they want the same Gres string, and one request instead of
+        one per node spares most of what Slurm's side of an admission costs the
+        copilot. Each GenericNode's ledger was written before (its lane got
+        there); an update nobody shares, or one slurmrestd cannot take with
+        others, goes alone when its lane goes on.
+        """
+        by_gres: dict[str, list[_Lane]] = {}
+        for lane in waiting:
+            lane.alone = lane.done  # whatever happens below, the lane does not stop at this update again
+            by_gres.setdefault(cast(core.SetGres, lane.waiting()).gres, []).append(lane)
+        for gres, lanes in by_gres.items():
+            if len(lanes) > 1:
+                self._set_gres_of(lanes, gres)
+
+    def _set_gres_of(self, lanes: list[_Lane], gres: str) -> None:
+        """The lanes' GRES updates (all ``gres``) in one request, each lane past its update once it went.
+
+        Slurm applies such an update node by node and answers only its first
+        refusal: after a refusal (or when slurmrestd has no such request) each
+        goes alone, which finds the refused ones and sends their fallback (the
+        same Gres string again is harmless for the others). When Slurm could
+        not be reached, each failed as it would have alone.
+        """
+        actions = [cast(core.SetGres, lane.waiting()) for lane in lanes]
+        try:
+            if not self.slurm.set_gres_of_nodes([action.slurm_node for action in actions], gres):
+                return
+        except SlurmRefused as err:
+            log.info("Slurm refused a GRES update of several nodes: each goes alone",
+                     extra={"fields": {"gres": gres, "nodes": len(actions), "error": str(err)}})
+            return
+        except SlurmError as err:
+            for lane, action in zip(lanes, actions, strict=True):
+                lane.done += 1
+                lane.blocked.add(action.node)
+                self._failed(action, err, _retry_key(action), lane.outcome)
+            return
+        for lane, action in zip(lanes, actions, strict=True):
+            lane.done += 1
+            self._log_action(action, quiet=action.node in lane.decided)
+            self._succeeded(action, _retry_key(action), lane.outcome)
 
     def _carry_out(self, action: core.Action, latest: Latest, outcome: Outcome, quiet: bool = False) -> bool:
         """Apply one action and count it; False when it did not go through (its node waits for the next round).
@@ -375,6 +546,10 @@ class Executor:
         finally:
             if writing is not None:  # it failed: what the watch said meanwhile goes in as it came
                 self.informer.done_writing(writing, None)
+        self._succeeded(action, retry_key, outcome)
+        return True
+
+    def _succeeded(self, action: core.Action, retry_key: tuple[object, ...] | None, outcome: Outcome) -> None:
         if retry_key is not None:
             self.backoff.succeeded(retry_key)
         outcome.applied.append(action)
@@ -384,7 +559,6 @@ class Executor:
             outcome.wrote += 1
             if not (isinstance(action, core.WriteStatus) and not core.holds_reservation(action.status)):
                 outcome.unsettling += 1
-        return True
 
     def _failed(self, action: core.Action, err: KubeError | SlurmError, retry_key: tuple[object, ...] | None,
                 outcome: Outcome) -> None:
@@ -418,13 +592,16 @@ class Executor:
         if self.dry_run:  # what a dry run would do is all it shows
             log.info("would " + action.kind, extra={"fields": self._describe(action)})
             return
-        level = logging.DEBUG if quiet else logging.INFO
-        if log.isEnabledFor(level):
-            log.log(level, action.kind, extra={"fields": self._describe(action)})
+        self._log_action(action, quiet)
         handler = self._handlers.get(type(action))
         if handler is None:
             raise TypeError("no executor for %r" % (action,))
         handler(action, latest)
+
+    def _log_action(self, action: core.Action, quiet: bool) -> None:
+        level = logging.DEBUG if quiet else logging.INFO
+        if log.isEnabledFor(level):
+            log.log(level, action.kind, extra={"fields": self._describe(action)})
 
     def _write_status(self, action: core.WriteStatus, latest: Latest) -> None:
         source, resource_version = self._source(action.node, latest, action.resource_version)
@@ -627,6 +804,21 @@ def _same_types(a: Any, b: Any) -> bool:
     if type(a) is list:
         return all(_same_types(v, w) for v, w in zip(a, b, strict=True) if type(v) is not str)
     return True
+
+
+def _decided(observed: core.Observed) -> Iterator[list[core.Action]]:
+    """Each GenericNode's actions as soon as it is decided (statuses compacted), then those tied to none.
+
+    A decided GenericNode leaves the observed snapshot at once: its actions
+    may be carried out while the rest are decided, and each write replaces
+    its GenericNode in the cache; the object it replaced can then go at once
+    (a first start writes every ledger).
+    """
+    snapshot = cast(dict[str, JsonObject], observed.generic_nodes)  # observe() built it for this round alone
+    for name, actions in core.decide(observed, functools.partial(_compact_status, cached=snapshot)):
+        if name is not None:
+            snapshot.pop(name, None)
+        yield actions
 
 
 def _compact_status(action: core.Action, cached: Mapping[str, JsonObject] | None = None) -> core.Action:
@@ -901,16 +1093,13 @@ class Copilot:
         slurm_jobs = self._placeholder_jobs(result, wanted) if slurm_nodes is not None else None
         if wanted is not None and slurm_jobs:
             slurm_jobs = tuple(job for job in slurm_jobs if job.owner is not None and wanted(job.owner[0]))
-        # Nothing keeps the observed snapshot while the actions run: each write replaces
-        # its GenericNode in the cache, and the object it replaced can go at once. The
-        # statuses to write are compacted as the cache holds them, node by node as they
-        # are decided: a written one is then shared by the action and the cache (a first
-        # start writes every ledger).
+        # Each GenericNode's actions go to the executor as soon as it is decided, and it
+        # leaves the observed snapshot then (_decided). The statuses to write are compacted
+        # as the cache holds them, node by node as they are decided: a written one is then
+        # shared by the action and the cache (a first start writes every ledger).
         observed = self.observe(slurm_nodes, slurm_jobs, scope)
-        actions = core.reconcile(observed, functools.partial(_compact_status, cached=observed.generic_nodes))
+        outcome = self.executor.run_groups(_decided(observed))
         del observed
-        outcome = self.executor.run(actions)
-        del actions  # what was applied is in the outcome
         result.actions.extend(outcome.applied)
         result.errors.extend(outcome.errors)
         result.conflicts += outcome.conflicts
