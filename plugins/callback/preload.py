@@ -117,21 +117,18 @@ class CallbackModule(CallbackBase):
         display.vvv("hybridhpc.slurm.preload: %d filters and action plugins imported" % len(loaded))
 
     def v2_playbook_on_play_start(self, play):
-        try:
-            template_cache.prefill(template_cache.play_sources(play, ROOT))
-        except Exception as error:  # pylint: disable=broad-except
-            display.vvv("hybridhpc.slurm.preload: templates not compiled: %s" % error)
+        self._compile(template_cache.play_sources, play, ROOT)
 
     # Before the task's first worker is forked (the strategy calls this first).
     def v2_playbook_on_task_start(self, task, is_conditional):
-        self._compile(task)
+        self._compile(template_cache.task_sources, task, COLLECTION, ROOT, self._roles_compiled)
 
     def v2_playbook_on_handler_task_start(self, task):
-        self._compile(task)
+        self._compile(template_cache.task_sources, task, COLLECTION, ROOT, self._roles_compiled)
 
-    def _compile(self, task):
+    def _compile(self, find_sources, *args):
         try:
-            template_cache.prefill(template_cache.task_sources(task, COLLECTION, ROOT, self._roles_compiled))
+            template_cache.prefill(find_sources(*args))
         except Exception as error:  # pylint: disable=broad-except
             # Only an optimisation: the workers compile what is missing.
             display.vvv("hybridhpc.slurm.preload: templates not compiled: %s" % error)

@@ -178,8 +178,7 @@ def task_sources(task, collection, root, roles_seen):
         return []
     found = sources(getattr(task, "_ds", None))
     # Its conditions with those it inherits (an imported role's, a block's).
-    found.extend(condition_template(condition) for condition in getattr(task, "when", None) or []
-                 if isinstance(condition, str) and "{{" not in condition and "{%" not in condition)
+    found.extend(sources(list(getattr(task, "when", None) or []), "when"))
     if role is not None and role.get_role_path() not in roles_seen:
         roles_seen.add(role.get_role_path())
         found.extend(sources(getattr(role, "_default_vars", None)))
