@@ -13,7 +13,8 @@
   kind again first and looks at every GenericNode: the periodic resync that
   catches lost watch events. An *event* pass looks only at what changed since
   the last pass (:class:`Changes`), so its cost follows the changes, not the
-  number of nodes.
+  number of nodes; what changes while it runs joins its next round, which
+  looks again only at what the round before left unsettled.
 * :class:`Runner` is the daemon: threads that watch and poll and wake the
   loop, a periodic full resync, backoff on temporary errors, systemd
   notifications and a watchdog ping every turn of the working loop.
