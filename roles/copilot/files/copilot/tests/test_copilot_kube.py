@@ -153,6 +153,68 @@ def test_errors_are_sorted_into_temporary_and_permanent(kube, world):
     assert err.value.status == 401
 
 
+class _RequestLines:
+    """An HTTP server on loopback that notes each request line and answers with an empty object."""
+
+    def __init__(self):
+        import http.server
+
+        seen = self.seen = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):
+                seen.append(self.requestline)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, *_args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def request_lines():
+    server = _RequestLines()
+    yield server
+    server.close()
+
+
+def _configuration(host, proxy=None):
+    from kubernetes import client
+
+    configuration = client.Configuration()
+    configuration.host, configuration.proxy = host, proxy
+    return configuration
+
+
+def test_requests_keep_the_path_the_servers_url_starts_with(request_lines):
+    """An API server behind a gateway (``server: https://gateway/k8s/clusters/c1`` in the kubeconfig)."""
+    kube = KubeClient(configuration=_configuration(request_lines.url + "/k8s/clusters/c1"))
+    kube.get_object(NODES, "k8s-c1")
+    kube.get_object(NODES, "k8s-c2")  # the second over the connection the first left in the pool
+    assert request_lines.seen == ["GET /k8s/clusters/c1/api/v1/nodes/k8s-c1 HTTP/1.1",
+                                  "GET /k8s/clusters/c1/api/v1/nodes/k8s-c2 HTTP/1.1"]
+
+
+def test_every_request_goes_through_the_configured_proxy(request_lines):
+    """A proxy's manager adds the absolute URL (and its headers) to each request: none goes to the API server itself."""
+    kube = KubeClient(configuration=_configuration("http://kube.invalid:6443", proxy=request_lines.url))
+    kube.get_object(NODES, "k8s-c1")
+    assert request_lines.seen == ["GET http://kube.invalid:6443/api/v1/nodes/k8s-c1 HTTP/1.1"]
+
+
 def test_the_client_loads_none_of_the_generated_api_classes(kubeconfig):
     """They cost about 23 MB with kubernetes 37, and the copilot reads raw JSON: only the configuration and pool are used."""
     probe = (

@@ -155,6 +155,56 @@ def test_among_many_nodes_an_event_pass_reads_only_its_own_from_slurm():
     assert reads and all(read == ["node", "n007"] for read in reads), reads
 
 
+def after_first_round(copilot, happen):
+    """``happen()`` once the pass's first round carried its actions out (as the watch threads would note it)."""
+    run_groups = copilot.executor.run_groups
+
+    def then(groups):
+        outcome = run_groups(groups)
+        copilot.executor.run_groups = run_groups
+        happen()
+        return outcome
+
+    copilot.executor.run_groups = then
+
+
+def test_what_changes_while_a_pass_runs_joins_its_next_round():
+    """In a burst the round that grants one batch of admissions reserves the next, on the same fresh Slurm read;
+    the round after looks only at what is left to do (a1 was granted: its GenericNode is settled)."""
+    kube, slurm, copilot = make_world()
+    admit(kube, "k8s-c0", admission("a1", cpu="1", memory="1Gi"))
+    copilot.pump()
+    seen = looked_at(copilot)
+    after_first_round(copilot, lambda: (admit(kube, "k8s-c1", admission("b1", pod="p2", cpu="1", memory="1Gi")), copilot.pump()))
+    calls = len(slurm.calls)
+    result = copilot.sync()
+    assert result.ok and state(kube, "k8s-c0", "a1") == state(kube, "k8s-c1", "b1") == names.GRANTED
+    assert seen == [["k8s-c0"], ["k8s-c0", "k8s-c1"], ["k8s-c1"]]
+    assert [call[0] for call in slurm.calls[calls:]].count("node_states") == 3  # two passes read four times
+    copilot.pump()
+    assert copilot.changes.take() == (False, set(), set())
+
+
+def test_what_changes_during_a_passs_last_round_is_left_to_the_next_pass():
+    kube, slurm, copilot = make_world()
+    copilot.max_rounds = 1
+    admit(kube, "k8s-c0", admission("a1", cpu="1", memory="1Gi"))
+    copilot.pump()
+    after_first_round(copilot, lambda: (admit(kube, "k8s-c1", admission("b1", pod="p2", cpu="1", memory="1Gi")), copilot.pump()))
+    assert copilot.sync().ok and state(kube, "k8s-c0", "a1") == names.RESERVED
+    assert copilot.changes.take() == (False, {"k8s-c1"}, set())
+
+
+def test_a_pass_leaves_a_look_at_everything_to_the_next_pass():
+    kube, slurm, copilot = make_world()
+    admit(kube, "k8s-c0", admission("a1", cpu="1", memory="1Gi"))
+    copilot.pump()
+    seen = looked_at(copilot)
+    after_first_round(copilot, lambda: copilot.changes.note(["k8s-c1"], everything=True))  # as after a relist
+    assert copilot.sync().ok and seen == [["k8s-c0"], ["k8s-c0"]]
+    assert copilot.changes.take() == (True, {"k8s-c1"}, set())
+
+
 def test_events_of_kubernetes_nodes_and_generic_nodes_that_share_no_slurm_node_run_no_round():
     kube, slurm, copilot = make_world()
     kube.add_in_process(generic_node("worker-1", "c0", finalizers=(), node_type="Other"))

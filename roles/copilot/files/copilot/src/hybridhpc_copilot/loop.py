@@ -13,7 +13,8 @@
   kind again first and looks at every GenericNode: the periodic resync that
   catches lost watch events. An *event* pass looks only at what changed since
   the last pass (:class:`Changes`), so its cost follows the changes, not the
-  number of nodes.
+  number of nodes; what changes while it runs joins its next round, which
+  looks again only at what the round before left unsettled.
 * :class:`Runner` is the daemon: threads that watch and poll and wake the
   loop, a periodic full resync, backoff on temporary errors, systemd
   notifications and a watchdog ping every turn of the working loop.
@@ -228,17 +229,17 @@ class Outcome:
     """What one round of actions did."""
 
     wrote: int = 0
-    # Writes after which another round may find more to do: every write but a status
-    # that holds no reservation (a status is decided from everything else, so re-deciding
-    # on the status just written finds it again; a reservation waits for Slurm to be read).
-    unsettling: int = 0
+    # GenericNodes (None: actions tied to none) another round may find more to do for: those with a write but
+    # a status that holds no reservation (a status is decided from everything else, so re-deciding on the
+    # status just written finds it again; a reservation waits for Slurm to be read), or a write that conflicted.
+    unsettled: set[str | None] = field(default_factory=set)
     conflicts: int = 0
     errors: list[Error] = field(default_factory=list)
     applied: list[core.Action] = field(default_factory=list)  # actions carried out (or, in dry-run, planned)
 
     def add(self, other: Outcome) -> None:
         self.wrote += other.wrote
-        self.unsettling += other.unsettling
+        self.unsettled |= other.unsettled
         self.conflicts += other.conflicts
         self.errors.extend(other.errors)
         self.applied.extend(other.applied)
@@ -535,6 +536,7 @@ class Executor:
                 writing = None
         except Conflict as err:
             outcome.conflicts += 1
+            outcome.unsettled.add(action.node)
             if self.metrics is not None:
                 self.metrics.conflicts.inc()
             log.info("ledger changed under us: re-reading", extra={"fields": {"node": action.node, "error": str(err)}})
@@ -558,7 +560,7 @@ class Executor:
         if not self.dry_run:
             outcome.wrote += 1
             if not (isinstance(action, core.WriteStatus) and not core.holds_reservation(action.status)):
-                outcome.unsettling += 1
+                outcome.unsettled.add(action.node)
 
     def _failed(self, action: core.Action, err: KubeError | SlurmError, retry_key: tuple[object, ...] | None,
                 outcome: Outcome) -> None:
@@ -927,6 +929,16 @@ class Changes:
             self.everything, self.generic_nodes, self.slurm_nodes = False, set(), set()
         return taken
 
+    def take_some(self) -> tuple[set[str], set[str]] | None:
+        """The GenericNodes and Slurm nodes that changed, unless ``everything`` must be looked at (then nothing
+        is taken: that is the next pass's)."""
+        with self._lock:
+            if self.everything:
+                return None
+            taken = (self.generic_nodes, self.slurm_nodes)
+            self.generic_nodes, self.slurm_nodes = set(), set()
+        return taken
+
     def set_pods_read(self, reads: dict[str, set[str]], everything: bool = False) -> None:
         """``reads``: GenericNode -> "namespace/name" of the pods its decisions read (replacing what it read)."""
         with self._lock:
@@ -1080,14 +1092,47 @@ class Copilot:
         return self._scope(changed_generic_nodes, changed_slurm_nodes)
 
     def _rounds(self, scope: Scope | None, result: PassResult) -> None:
-        """Decide and act until nothing changes (a reservation needs two rounds), at most ``max_rounds``."""
+        """Decide and act until nothing changes (a reservation needs two rounds), at most ``max_rounds``.
+
+        An event pass's next round looks at what it must look at again, and at
+        what changed meanwhile (:meth:`_next_round`); ``scope`` grows to hold
+        everything the pass looked at.
+        """
+        looking = scope
         for _ in range(self.max_rounds):
             result.rounds += 1
-            if not self._round(scope, result):
+            again = self._round(looking, result)
+            if again is None or result.rounds == self.max_rounds:  # what changed meanwhile is the next pass's
                 break
+            if scope is not None:
+                looking = self._next_round(scope, again)
 
-    def _round(self, scope: Scope | None, result: PassResult) -> bool:
-        """Observe, decide, act once; whether another round may find more to do."""
+    def _next_round(self, scope: Scope, again: set[str | None]) -> Scope:
+        """What an event pass's next round looks at: the GenericNodes of ``again`` (all of ``scope`` for an action
+        tied to none), with those that changed since the pass took its changes; ``scope`` takes them in.
+
+        In a burst, admissions keep coming while a pass runs. Left to the next
+        pass, each batch waited for the pass before to end, then took two
+        rounds of its own (reserve, then grant), each beginning with a read of
+        every Slurm node. Taken in here, the round that grants one batch
+        reserves the next on the same fresh read, and what a round settled is
+        not decided again.
+        """
+        if None in again:
+            looking = Scope(set(scope.generic_nodes), set(scope.slurm_nodes))
+        else:
+            looking = self._scope(cast(set[str], again), set())
+        taken = self.changes.take_some()
+        if taken is not None and (taken[0] or taken[1]):
+            more = self._scope(*taken)
+            looking.generic_nodes |= more.generic_nodes
+            looking.slurm_nodes |= more.slurm_nodes
+        scope.generic_nodes |= looking.generic_nodes
+        scope.slurm_nodes |= looking.slurm_nodes
+        return looking
+
+    def _round(self, scope: Scope | None, result: PassResult) -> set[str | None] | None:
+        """Observe, decide, act once; the GenericNodes another round may find more to do for (None: settled)."""
         slurm_nodes = self._read_slurm_or_none(scope, result)
         wanted = None if scope is None else self._owner_in(scope)
         slurm_jobs = self._placeholder_jobs(result, wanted) if slurm_nodes is not None else None
@@ -1103,9 +1148,8 @@ class Copilot:
         result.actions.extend(outcome.applied)
         result.errors.extend(outcome.errors)
         result.conflicts += outcome.conflicts
-        settled = self.dry_run or slurm_nodes is None or slurm_jobs is None or bool(outcome.errors) or \
-            not (outcome.unsettling or outcome.conflicts)
-        return not settled
+        settled = self.dry_run or slurm_nodes is None or slurm_jobs is None or bool(outcome.errors) or not outcome.unsettled
+        return None if settled else outcome.unsettled
 
     def _read_slurm_or_none(self, scope: Scope | None, result: PassResult) -> dict[str, core.SlurmNode] | None:
         """Fresh Slurm nodes, or ``None`` (the error noted) when Slurm cannot be read."""
