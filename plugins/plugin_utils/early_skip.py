@@ -6,7 +6,7 @@
 Ansible (ansible-core 2.18) forks a worker for every task on every host, and
 the worker's first step is the task's condition: a skipped task costs a fork,
 the worker's start and its result's trip back, about as much controller CPU as
-a task that runs. A compute node skips 14 of its 37 steps on a no-op.
+a task that runs. A compute node skips 14 of its 31 steps on a no-op.
 
 :func:`skip_result` evaluates the condition the way the worker would (the same
 variables, the same connection variables added by the play context, the same

@@ -15,7 +15,7 @@ description:
     C(ansible-playbook)'s own process, as the worker would; when the condition is false, the host's result is the
     skipped result the worker would have returned, and no worker is forked.
   - Ansible forks a worker for every task on every host, skipped or not, and a skipped task costs the controller
-    about as much as one that runs. A compute node skips 14 of its 37 steps in a no-op run of C(site.yml).
+    about as much as one that runs. A compute node skips 14 of its 31 steps in a no-op run of C(site.yml).
   - Tasks with a loop, C(delegate_to), C(run_once), and any condition whose evaluation raises an error go
     to a worker as before, so their results and errors are Ansible's own.
   - Enable it in C(ansible.cfg) (C(strategy = hybridhpc.slurm.linear)); the repository's own does. Without it the
