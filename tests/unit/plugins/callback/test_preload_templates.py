@@ -50,9 +50,12 @@ def run_play(tmp_path, callbacks):
     (plugins / "compiled.py").write_text(COUNTER)
     compiled = tmp_path / "compiled"
     compiled.mkdir()
+    # Ansible's own strategy: every task in a worker. The collection's would
+    # run this play's debug tasks in ansible-playbook's process, where no
+    # worker compiles anything (plugin_utils/in_process.py).
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
                ANSIBLE_CALLBACK_PLUGINS=str(plugins), ANSIBLE_CALLBACKS_ENABLED=callbacks, COMPILED_DIR=str(compiled),
-               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default")
+               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_STRATEGY="ansible.builtin.linear")
     ansible_playbook = pathlib.Path(sys.executable).parent / "ansible-playbook"
     done = subprocess.run([str(ansible_playbook), "-i", "h1,h2,h3", "-c", "local", "-e",
                            "ansible_python_interpreter=%s" % sys.executable, str(PLAY)],

@@ -2,6 +2,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Through ansible-playbook: hybridhpc.slurm.linear gives every result ansible.builtin.linear gives, with fewer workers.
 
+Fewer workers: a false condition is decided before any worker
+(plugin_utils/early_skip.py), and a controller-only task runs in
+ansible-playbook's own process (plugin_utils/in_process.py).
+
 A test-only callback (written here) records each runner event with its host,
 task and result, and counts the workers ansible-playbook forks.
 """
@@ -9,6 +13,7 @@ task and result, and counts the workers ansible-playbook forks.
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -56,7 +61,7 @@ class CallbackModule(CallbackBase):
         self._record("skipped", result)
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
-        self._record("failed", result)
+        self._record("failed ignored" if ignore_errors else "failed", result)
 
     def v2_runner_item_on_ok(self, result):
         self._record("item ok", result)
@@ -71,7 +76,7 @@ class CallbackModule(CallbackBase):
 '''
 
 
-def run_play(tmp_path, strategy):
+def run_play(tmp_path, strategy, work_dir):
     plugins = tmp_path / "callbacks"
     plugins.mkdir(parents=True)
     (plugins / "recorder.py").write_text(RECORDER)
@@ -80,16 +85,20 @@ def run_play(tmp_path, strategy):
                ANSIBLE_CALLBACK_PLUGINS=str(plugins), ANSIBLE_CALLBACKS_ENABLED="hybridhpc.slurm.preload,recorder",
                ANSIBLE_STRATEGY=strategy, RECORDED=str(recorded), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default")
     ansible_playbook = pathlib.Path(sys.executable).parent / "ansible-playbook"
+    # The same directory for both strategies (the results name its files), emptied before each run.
+    shutil.rmtree(work_dir, ignore_errors=True)
+    work_dir.mkdir()
     done = subprocess.run([str(ansible_playbook), "-i", "h1,h2,h3", "-c", "local", "-e",
-                           "ansible_python_interpreter=%s" % sys.executable, str(PLAY)],
+                           "ansible_python_interpreter=%s" % sys.executable, "-e", "work_dir=%s" % work_dir, str(PLAY)],
                           cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(recorded.read_text())
 
 
 def test_every_result_is_the_builtin_strategys_with_fewer_workers(tmp_path):
-    builtin = run_play(tmp_path / "builtin", "ansible.builtin.linear")
-    early = run_play(tmp_path / "early", "hybridhpc.slurm.linear")
+    work_dir = tmp_path / "work"
+    builtin = run_play(tmp_path / "builtin", "ansible.builtin.linear", work_dir)
+    early = run_play(tmp_path / "early", "hybridhpc.slurm.linear", work_dir)
 
     assert early["events"] == builtin["events"]
     assert early["stats"] == builtin["stats"]
@@ -108,7 +117,14 @@ def test_every_result_is_the_builtin_strategys_with_fewer_workers(tmp_path):
         ("A conditional handler", "h1"),
     }
     assert early_skips <= skipped, skipped
-    assert builtin["forked"] - early["forked"] == len(early_skips)
+    # What still needs a worker: the loop (3 hosts), the include_role and the
+    # command on h1 (2), and the configuration step whose record does not
+    # match (3: tried in ansible-playbook's process first, then sent to a
+    # worker). Every other task ran in ansible-playbook's process (the debug
+    # whose condition fails to evaluate too, failing there with TaskExecutor's
+    # own error) or was skipped there.
+    assert early["forked"] == 8, early["forked"]
+    assert builtin["forked"] > 40, builtin["forked"]
 
     # What the results say, so that "the same" is not "the same and empty".
     events = {(event[0], event[1], event[2]): json.loads(event[3]) for event in early["events"]}
@@ -119,3 +135,23 @@ def test_every_result_is_the_builtin_strategys_with_fewer_workers(tmp_path):
     assert ("ok", "h2", "A connection variable the play context adds (ansible_host)") in events
     assert ("ok", "h1", "early_skip_role : A task of an included role") in events
     assert ("skipped", "h1", "A conditional handler") in events
+    # Run in ansible-playbook's process, with the results a worker gives.
+    assert events[("ok", "h2", "What the earlier fact and registered result say")]["msg"] == "FACT h2 True 3 True"
+    assert events[("ok", "h1", "What the earlier fact and registered result say")]["msg"] == "FACT h1 False 3 False"
+    assert events[("failed ignored", "h2", "An assert that fails on h2, errors ignored")]["msg"] == "h2 refused"
+    assert events[("ok", "h3", "What the rescue sees of the failure")]["msg"] == "RESCUED h3 fails"
+    # The worker sends the task's fields as it finalized them: ignore_errors templated per host.
+    templated = "An assert that fails on h2 and h3, its errors ignored only on h3"
+    assert ("failed", "h2", templated) in events and ("failed ignored", "h3", templated) in events
+    assert ("ok", "h2", "Rescued where the errors counted") in events
+    assert ("ok", "h3", "Rescued where the errors counted") not in events
+    assert "SECRET-FACT" not in json.dumps(early["events"])
+    assert events[("ok", "h3", "The hidden fact is there")]["msg"] == "HIDDEN 11"
+    assert events[("failed ignored", "h1", "A fact with a failed_when that fails on h1")]["failed_when_result"] is True
+    assert events[("ok", "h2", "A handler run in ansible-playbook's process")]["msg"] == "HANDLER IN PROCESS h2"
+    assert ("ok", "h1", "A handler run in ansible-playbook's process") not in events
+    # The configuration step ran its module in a worker on every host.
+    step = "A configuration step whose record does not match goes to a worker, which runs its module"
+    for host in ("h1", "h2", "h3"):
+        assert events[("ok", host, step)]["changed"] is True
+        assert (work_dir / ("out-" + host) / "step.conf").read_text() == "STEP %s\n" % host
