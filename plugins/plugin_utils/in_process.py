@@ -95,8 +95,9 @@ def run(host, task, task_vars, play_context, loader, variable_manager, final_q):
         return None
     # A worker changes its own copies: the task and its parent blocks (the
     # executor finalizes them in place) and the variables (the registered
-    # result, the search path).
-    own = task.copy()
+    # result, the search path). The parent blocks' own task lists are not
+    # copied: finalizing a block leaves its tasks as they are.
+    own = task.copy(exclude_tasks=True)
     own_vars = dict(task_vars)
     if isinstance(own_vars.get("ansible_search_path"), list):
         own_vars["ansible_search_path"] = list(own_vars["ansible_search_path"])
