@@ -28,9 +28,9 @@ description:
     take the compiled code from here (plugin_utils/template_cache.py). An inventory's or another collection's
     templates are compiled as before, and so is any template that uses a filter whose result changes from call to
     call (C(random), C(shuffle), C(password_hash), C(strftime)), since Jinja folds such a call into the compiled code.
-  - It keeps each of the collection's filters once found. To find a collection's filter, Ansible goes through every
-    file of its C(plugins/filter) and keeps nothing (about 0.5 ms for every lookup), and every template looks its
-    filters up again (plugin_utils/jinja_plugin_cache.py). Another collection's filters are found as before.
+  - It keeps each filter and test once found (or not found). To find a collection's filter, or one of Jinja's own
+    (C(default), C(select)), Ansible goes through every file of a collection's C(plugins/filter) and keeps nothing
+    (about 0.5 ms for every lookup), and every template looks its filters up again (plugin_utils/jinja_plugin_cache.py).
   - It prints nothing and changes no result. Without it the collection works the same, with more CPU on the
     controller and the hosts.
   - Enable it in C(ansible.cfg) (C(callbacks_enabled = hybridhpc.slurm.preload)); the repository's own does.
@@ -120,8 +120,9 @@ class CallbackModule(CallbackBase):
         except Exception as error:  # pylint: disable=broad-except
             display.vvv("hybridhpc.slurm.preload: not preloaded: %s" % error)
             return
-        display.vvv("hybridhpc.slurm.preload: %d filters and action plugins imported, %d filters kept found"
-                    % (len(loaded), len(jinja_plugin_cache.FOUND)))
+        kept = [name for _kind, name in jinja_plugin_cache.FOUND if name.startswith(COLLECTION + ".")]
+        display.vvv("hybridhpc.slurm.preload: %d filters and action plugins imported, %d of its filters kept found"
+                    % (len(loaded), len(kept)))
 
     def v2_playbook_on_play_start(self, play):
         self._compile(template_cache.play_sources, play, ROOT)

@@ -1,43 +1,44 @@
 # -*- coding: utf-8 -*-
 # Copyright: hybridhpc.slurm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The collection's filters and tests found once per run, not once per template and host.
+"""Filters and tests found once per run, not once per template and host.
 
-To find a collection's filter (or test), ansible-core 2.18's Jinja2Loader
-goes through every file of the collection's ``plugins/filter``, loads each
-file's plugin and asks it for its filters, and keeps nothing: about 0.5 ms for
-each lookup, and every template environment looks a filter up again (the
-first play of site.yml renders the collection's filters a few hundred times
-per host).
+Every template environment asks Ansible's Jinja2Loader (ansible-core 2.18)
+for each filter and test it uses, and the loader keeps only Ansible's own
+plugins found by their short name. For anything else it goes through every
+file of a collection's ``plugins/filter`` (or ``plugins/test``), loads each
+file's plugin, asks it for its functions, and keeps nothing:
 
-:func:`install` wraps the loader's lookup so that a name of this collection,
-once found, is answered from a dictionary for the rest of the run. Only this
-collection's names are kept, only when found, and only its own files answer
-them; they do not change during a run. Another collection's names, and the
-builtin ones (which Ansible caches itself), go through Ansible's lookup as
-before.
+- a collection's filter (``hybridhpc.slurm.slurm_packages``): every file of
+  that collection's ``plugins/filter``;
+- Jinja's own filters and tests (``default``, ``length``, ``select``, ``in``,
+  ``defined``): not Ansible plugins, so every file of ``ansible.builtin``'s
+  ``plugins/filter`` (or ``plugins/test``) before Jinja answers them.
+
+About 0.5 ms for each lookup; the first play of site.yml makes a few hundred
+per host, in ansible-playbook's own process and in every worker.
+
+:func:`install` wraps the loader's lookup so that each answer, found or not
+found, is kept for the rest of the run: the plugin files do not change during
+a run. A lookup that raises (an invalid name, a removed plugin) is not kept
+and raises again the next time.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-PREFIX = "hybridhpc.slurm."
-
 STATE = {"original": None}
 FOUND = {}
 
 
 def _kept_lookup(loader, name, *args, **kwargs):
-    if not isinstance(name, str) or not name.startswith(PREFIX) or args or kwargs:
+    if args or kwargs or not isinstance(name, str):
         return STATE["original"](loader, name, *args, **kwargs)
     key = (loader.type, name)
     found = FOUND.get(key)
     if found is None:
-        found = STATE["original"](loader, name)
-        if found.object is None or not found.plugin_load_context.resolved:
-            return found
-        FOUND[key] = found
+        found = FOUND[key] = STATE["original"](loader, name)
     return found
 
 

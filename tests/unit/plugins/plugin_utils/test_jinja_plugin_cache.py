@@ -1,6 +1,6 @@
 # Copyright: hybridhpc.slurm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The collection's filters and tests, found once per run: the same functions as Ansible's own lookup finds."""
+"""Filters and tests found once per run: the same functions (or the same "not found") as Ansible's own lookup."""
 
 import pytest
 from ansible.plugins.loader import Jinja2Loader, filter_loader, test_loader
@@ -43,13 +43,21 @@ def test_templates_render_the_same_with_the_kept_filters_and_tests(lookups):
     assert lookups.count("hybridhpc.slurm.hostlist_compress") == 1
 
 
-def test_other_names_and_names_not_found_go_to_ansible_every_time(lookups):
+def test_jinjas_own_filters_and_names_not_found_are_looked_up_once(lookups):
     for _attempt in range(2):
         assert filter_loader.get("ansible.builtin.regex_replace") is not None
-        assert filter_loader.get("community.general.no_such_filter") is None
+        # Jinja's own: not an Ansible plugin, Jinja answers it.
+        assert filter_loader.get("default") is None
         assert filter_loader.get("hybridhpc.slurm.no_such_filter") is None
-    assert lookups == ["ansible.builtin.regex_replace", "community.general.no_such_filter",
-                       "hybridhpc.slurm.no_such_filter"] * 2
+    assert lookups == ["ansible.builtin.regex_replace", "default", "hybridhpc.slurm.no_such_filter"]
+    assert Templar(loader=None).template("{{ none_here | default('x') | length }}") == "1"
+
+
+def test_a_lookup_that_raises_is_not_kept(lookups):
+    for _attempt in range(2):
+        with pytest.raises(KeyError):
+            filter_loader.get("no_such_collection.anywhere.thing")
+    assert lookups == ["no_such_collection.anywhere.thing"] * 2
 
 
 def test_filters_and_tests_are_kept_apart(lookups):
@@ -59,3 +67,5 @@ def test_filters_and_tests_are_kept_apart(lookups):
     with pytest.raises(KeyError):
         test_loader.get("hybridhpc.slurm.hostlist_compress")
     assert lookups == ["hybridhpc.slurm.hostlist_compress"] * 2
+    assert test_loader.get("defined") is None and filter_loader.get("defined") is None
+    assert lookups[2:] == ["defined", "defined"]
