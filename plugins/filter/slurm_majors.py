@@ -14,10 +14,10 @@ from ansible_collections.hybridhpc.slurm.plugins.plugin_utils.lazy_module import
 slurm_majors = LazyModule("slurm_majors")
 
 
-def slurm_host_major(apt_policy_text, slurm_version=None, release=None):
+def slurm_host_major(apt_policy_text, slurm_version=None, release=None, installed=None):
     """The host's Slurm major (from slurm_version, the installed or candidate package, the Debian release) and its data."""
     try:
-        return slurm_majors.major_facts(slurm_version, apt_policy_text, release)
+        return slurm_majors.major_facts(slurm_version, apt_policy_text, release, installed)
     except ValueError as exc:
         raise AnsibleFilterError(str(exc)) from exc
 

@@ -114,12 +114,13 @@ def apt_policy(text):
     return found
 
 
-def host_major(slurm_version=None, apt_policy_text=None, release=None, package="slurm-client"):
+def host_major(slurm_version=None, apt_policy_text=None, release=None, package="slurm-client", installed=None):
     """The Slurm major a host runs (or will run once installed), and where that came from.
 
     First found wins: the inventory's ``slurm_version``; the installed
-    client package (what runs: site.yml installs, it does not upgrade); the
-    package index's candidate (what the install brings); the Debian
+    client package (what runs: site.yml installs, it does not upgrade), from
+    ``installed`` (``{package: version}`` as dpkg has them) or the policy;
+    the package index's candidate (what the install brings); the Debian
     release's own major; else :data:`REFERENCE_MAJOR`. Returns
     ``{"major": "24.11", "source": "...", "version": "24.11.5-1" or None}``.
     """
@@ -130,7 +131,8 @@ def host_major(slurm_version=None, apt_policy_text=None, release=None, package="
                 "slurm_version: %r is not a Slurm version; set it like 24.11 or 24.11.5" % (slurm_version,)
             )
         return {"major": major, "source": "slurm_version", "version": str(slurm_version)}
-    versions = apt_policy(apt_policy_text).get(package) or {}
+    versions = dict(apt_policy(apt_policy_text).get(package) or {})
+    versions["installed"] = (installed or {}).get(package) or versions.get("installed")
     for source in ("installed", "candidate"):
         major = major_of(versions.get(source))
         if major:
@@ -140,8 +142,11 @@ def host_major(slurm_version=None, apt_policy_text=None, release=None, package="
     return {"major": REFERENCE_MAJOR, "source": "default", "version": None}
 
 
-def package_available(apt_policy_text, package, index_package="slurm-client"):
-    """Whether the package index offers ``package``: None when the index is not loaded (no candidate for Slurm either)."""
+def package_available(apt_policy_text, package, index_package="slurm-client", installed=None):
+    """Whether the package index offers ``package`` (True when it is installed): None when the index is not loaded
+    (no candidate for Slurm either), or was not read."""
+    if (installed or {}).get(package):
+        return True
     policy = apt_policy(apt_policy_text)
     if (policy.get(package) or {}).get("candidate") or (policy.get(package) or {}).get("installed"):
         return True
@@ -150,21 +155,21 @@ def package_available(apt_policy_text, package, index_package="slurm-client"):
     return None
 
 
-def major_facts(slurm_version=None, apt_policy_text=None, release=None):
+def major_facts(slurm_version=None, apt_policy_text=None, release=None, installed=None):
     """What the roles need to know of a host's major: host_major's answer plus the table's entry.
 
     ``rest_versions`` (served), ``client_rest_versions`` (those the
     collection's client speaks, newest first), ``sackd``,
     ``mariadb_settings``, and ``pam_slurm_adopt_available``.
     """
-    found = host_major(slurm_version, apt_policy_text, release)
+    found = host_major(slurm_version, apt_policy_text, release, installed=installed)
     entry = known(found["major"]) or {}
     found.update({
         "rest_versions": list(rest_versions(found["major"])),
         "client_rest_versions": list(client_rest_versions(found["major"])),
         "sackd": bool(entry.get("sackd")),
         "mariadb_settings": dict(entry.get("mariadb_settings") or {}),
-        "pam_slurm_adopt_available": package_available(apt_policy_text, "libpam-slurm-adopt"),
+        "pam_slurm_adopt_available": package_available(apt_policy_text, "libpam-slurm-adopt", installed=installed),
     })
     return found
 

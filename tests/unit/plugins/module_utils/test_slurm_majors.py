@@ -78,6 +78,9 @@ def test_package_available():
     assert sm.package_available(POLICY_NEW_SID, "libpam-slurm-adopt") is False
     # No index: nobody knows yet.
     assert sm.package_available(POLICY_NO_INDEX, "libpam-slurm-adopt") is None
+    # Installed (dpkg says so, apt-cache not read): available.
+    assert sm.package_available("", "libpam-slurm-adopt", installed={"libpam-slurm-adopt": "24.11.5-4"}) is True
+    assert sm.package_available("", "libpam-slurm-adopt", installed={"slurm-client": "24.11.5-4"}) is None
 
 
 @pytest.mark.parametrize(
@@ -94,6 +97,10 @@ def test_package_available():
         ({"apt_policy_text": None, "release": "forky"}, "26.05", "debian release forky"),
         ({"release": "rocky9"}, sm.REFERENCE_MAJOR, "default"),
         ({}, "24.11", "default"),
+        # Installed as dpkg says, without apt-cache: what runs, whatever the release.
+        ({"installed": {"slurm-client": "22.05.8-4+deb12u3"}, "release": "trixie"}, "22.05", "installed"),
+        ({"installed": {"slurm-client": "24.11.5-4"}, "apt_policy_text": POLICY_NEW_SID}, "24.11", "installed"),
+        ({"installed": {"libpam-slurm-adopt": "24.11.5-4"}, "apt_policy_text": POLICY_NEW_SID}, "26.05", "candidate"),
     ],
 )
 def test_host_major(kwargs, major, source):
@@ -195,6 +202,9 @@ def test_major_facts():
     assert sid["mariadb_settings"] == {"loose-innodb_snapshot_isolation": "OFF"}
     # The default (trixie, 24.11) asks MariaDB for nothing more than the role's settings.
     assert sm.major_facts(release="trixie")["mariadb_settings"] == {}
+    # From dpkg's versions alone: the same answer as apt-cache's "Installed:" lines gave.
+    assert sm.major_facts(apt_policy_text="", release="bookworm",
+                          installed={"slurm-client": "22.05.8-4+deb12u3", "libpam-slurm-adopt": "22.05.8-4+deb12u3"}) == facts
 
 
 def test_the_client_speaks_what_the_table_says():

@@ -13,11 +13,13 @@ __metaclass__ = type  # noqa: UP001
 
 import base64
 import shutil
+import subprocess
 
 import pytest
+from ansible.module_utils.basic import AnsibleModule
 from ansible.modules import setup
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import host_packages
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import host_packages, slurm_majors
 from ansible_collections.hybridhpc.slurm.plugins.modules import slurm_host_facts
 
 SUBSET = ["min", "hardware", "virtual", "network"]
@@ -80,11 +82,44 @@ def test_a_file_is_read_as_slurp_reads_it_and_a_missing_one_is_said(run, tmp_pat
     assert "file" not in run(slurm_host_facts.main, {"gather_subset": ["min"]})
 
 
+@pytest.fixture(name="commands")
+def fixture_commands(monkeypatch):
+    """Every command the module runs."""
+    seen = []
+    original = AnsibleModule.run_command
+
+    def recorded(module, args, *rest, **kwargs):
+        seen.append(list(args))
+        return original(module, args, *rest, **kwargs)
+
+    monkeypatch.setattr(AnsibleModule, "run_command", recorded)
+    return seen
+
+
 @pytest.mark.skipif(shutil.which("apt-cache") is None, reason="apt-cache policy needs an apt host")
-def test_apt_cache_policy_is_read_only_when_packages_are_asked(run):
-    asked = run(slurm_host_facts.main, {"gather_subset": ["min"], "apt_policy": ["dpkg"]})
+def test_apt_cache_policy_is_read_only_when_a_package_asked_is_not_installed(run, commands):
+    asked = run(slurm_host_facts.main, {"gather_subset": ["min"], "apt_policy": ["dpkg", "no-such-package-here"]})
     assert asked["apt_policy"].startswith("dpkg:") and "Installed:" in asked["apt_policy"]
-    assert run(slurm_host_facts.main, {"gather_subset": ["min"]})["apt_policy"] == ""
+    assert list(asked["installed_versions"]) == ["dpkg"]
+    assert [args[0] for args in commands if args[0] in ("apt-cache", "dpkg-query")] == ["dpkg-query", "apt-cache"]
+    del commands[:]
+    nothing = run(slurm_host_facts.main, {"gather_subset": ["min"]})
+    assert nothing["apt_policy"] == "" and nothing["installed_versions"] == {}
+    assert not [args for args in commands if args[0] in ("apt-cache", "dpkg-query")]
+
+
+@pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="dpkg-query needs an apt host")
+def test_packages_all_installed_give_their_versions_without_apt_cache(run, commands):
+    asked = run(slurm_host_facts.main, {"gather_subset": ["min"], "apt_policy": ["dpkg", "coreutils"]})
+    assert asked["apt_policy"] == ""
+    assert not [args for args in commands if args[0] == "apt-cache"]
+    for package in ("dpkg", "coreutils"):
+        version = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package], capture_output=True, text=True,
+                                 check=True).stdout
+        assert asked["installed_versions"][package] == version
+    # What the roles make of it: the installed version decides, as apt-cache's "Installed:" line did.
+    policy = run(slurm_host_facts.main, {"gather_subset": ["min"], "apt_policy": ["dpkg", "no-such-package-here"]})
+    assert slurm_majors.apt_policy(policy["apt_policy"])["dpkg"]["installed"] == asked["installed_versions"]["dpkg"]
 
 
 def test_a_bad_subset_names_the_option(run):
