@@ -17,7 +17,7 @@ fields exactly as a worker would send them. It runs only:
 
 - actions that only compute on the controller (:data:`CONTROLLER_ONLY`:
   set_fact, assert, fail, debug, validate_argument_spec, the collection's
-  role_arguments), and the configuration steps of step_action.py on a host
+  role_arguments, include_role and include_tasks), and the configuration steps of step_action.py on a host
   whose facts step found steps in sync and that nothing changed since;
 - tasks without a loop, delegate_to, run_once, async, until/retries or a
   timeout: those keep the worker, and its behaviour, as before.
@@ -60,6 +60,8 @@ def active():
 CONTROLLER_ONLY = frozenset((
     "ansible.builtin.set_fact", "ansible.builtin.assert", "ansible.builtin.fail", "ansible.builtin.debug",
     "ansible.builtin.validate_argument_spec", "hybridhpc.slurm.role_arguments",
+    # The executor only hands their arguments back; the strategy includes the file or role.
+    "ansible.builtin.include_role", "ansible.builtin.include_tasks",
 ))
 # Run here only when the host's steps are in sync; a worker otherwise (step_action.py).
 WHEN_IN_SYNC = frozenset(("hybridhpc.slurm.slurm_config_files", "hybridhpc.slurm.slurm_pam_adopt"))
@@ -67,9 +69,13 @@ WHEN_IN_SYNC = frozenset(("hybridhpc.slurm.slurm_config_files", "hybridhpc.slurm
 
 def _action(task):
     """The task's fully qualified action (``ansible.builtin.set_fact`` for ``set_fact``)."""
-    action = task.resolved_action or ""
+    # Includes are not modules: they have no resolved action, only the name
+    # the task gives (include_role, ansible.builtin.include_role).
+    action = task.resolved_action or task.action or ""
     if action.startswith("ansible.legacy."):
-        action = "ansible.builtin." + action[len("ansible.legacy."):]
+        action = action[len("ansible.legacy."):]
+    if "." not in action:
+        action = "ansible.builtin." + action
     return action
 
 

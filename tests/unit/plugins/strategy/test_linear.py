@@ -117,13 +117,13 @@ def test_every_result_is_the_builtin_strategys_with_fewer_workers(tmp_path):
         ("A conditional handler", "h1"),
     }
     assert early_skips <= skipped, skipped
-    # What still needs a worker: the loop (3 hosts), the include_role and the
-    # command on h1 (2), and the configuration step whose record does not
-    # match (3: tried in ansible-playbook's process first, then sent to a
-    # worker). Every other task ran in ansible-playbook's process (the debug
-    # whose condition fails to evaluate too, failing there with TaskExecutor's
-    # own error) or was skipped there.
-    assert early["forked"] == 8, early["forked"]
+    # What still needs a worker: the loop (3 hosts), the command on h1 (1),
+    # and the configuration step whose record does not match (3: tried in
+    # ansible-playbook's process first, then sent to a worker). Every other
+    # task ran in ansible-playbook's process (the includes, and the debug
+    # whose condition fails to evaluate, failing there with TaskExecutor's own
+    # error) or was skipped there.
+    assert early["forked"] == 7, early["forked"]
     assert builtin["forked"] > 40, builtin["forked"]
 
     # What the results say, so that "the same" is not "the same and empty".
@@ -134,6 +134,8 @@ def test_every_result_is_the_builtin_strategys_with_fewer_workers(tmp_path):
     assert "not_defined_anywhere" in events[("failed", "h1", "A condition that fails to evaluate fails in its worker, as always")]["msg"]
     assert ("ok", "h2", "A connection variable the play context adds (ansible_host)") in events
     assert ("ok", "h1", "early_skip_role : A task of an included role") in events
+    assert events[("ok", "h3", "A task of an included file")]["msg"] == "INCLUDED h3 H3"
+    assert ("ok", "h1", "A task of an included file") not in events
     assert ("skipped", "h1", "A conditional handler") in events
     # Run in ansible-playbook's process, with the results a worker gives.
     assert events[("ok", "h2", "What the earlier fact and registered result say")]["msg"] == "FACT h2 True 3 True"
