@@ -17,15 +17,16 @@ description:
   - A false condition is decided in C(ansible-playbook)'s own process, as the worker would decide it (the same
     variables and connection variables); the host gets the skipped result the worker would have returned.
   - A task that only computes on the controller (C(set_fact), C(assert), C(fail), C(debug),
-    C(validate_argument_spec), M(hybridhpc.slurm.role_arguments)) runs there with Ansible's own TaskExecutor on a
+    C(validate_argument_spec), M(hybridhpc.slurm.role_arguments), C(include_role), C(include_tasks)) runs there with
+    Ansible's own TaskExecutor on a
     copy of the task, as a worker would run it; so does a M(hybridhpc.slurm.slurm_config_files) or
     M(hybridhpc.slurm.slurm_pam_adopt) step the first play proved in sync, on a host nothing changed since. A step
     that turns out to need its host goes to a worker before anything is sent.
   - Tasks with a loop, C(delegate_to), C(run_once), C(async), C(until) or C(retries), or a C(timeout), and every
     other action, go to a worker as before; so does any task whose condition fails to evaluate in
     C(ansible-playbook)'s process, unless it is controller-only (it then fails there, with the executor's own error).
-  - A compute node's no-op run of C(site.yml) forks 3 workers instead of 33 (17 before controller-only tasks ran
-    in C(ansible-playbook)'s process).
+  - A compute node's no-op run of C(site.yml) forks 1 worker, for its facts step, instead of 33 (17 before
+    controller-only tasks ran in C(ansible-playbook)'s process).
   - Enable it in C(ansible.cfg) (C(strategy = hybridhpc.slurm.linear)); the repository's own does. Without it the
     collection works the same, with more CPU on the controller.
 version_added: 0.2.0
