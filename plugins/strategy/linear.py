@@ -22,6 +22,9 @@ description:
     copy of the task, as a worker would run it; so does a M(hybridhpc.slurm.slurm_config_files) or
     M(hybridhpc.slurm.slurm_pam_adopt) step the first play proved in sync, on a host nothing changed since. A step
     that turns out to need its host goes to a worker before anything is sent.
+  - Such a task runs in C(ansible-playbook)'s process one host at a time. Its arguments are templated there too, so
+    a lookup that waits (C(pipe), C(url)) in a C(set_fact) waits for each host in turn instead of in parallel
+    workers; give a play with such tasks the strategy C(ansible.builtin.linear).
   - Tasks with a loop, C(delegate_to), C(run_once), C(async), C(until) or C(retries), or a C(timeout), and every
     other action, go to a worker as before; so does any task whose condition fails to evaluate in
     C(ansible-playbook)'s process, unless it is controller-only (it then fails there, with the executor's own error).
