@@ -35,9 +35,7 @@ import pickle
 from ansible.executor.task_executor import TaskExecutor
 from ansible.plugins import loader as plugin_loader
 
-from ansible_collections.hybridhpc.slurm.plugins.plugin_utils import run_changes
-
-HOST_READ = "__slurm_common_host_read"
+from ansible_collections.hybridhpc.slurm.plugins.plugin_utils import run_changes, step_action
 
 STATE = {"active": False}
 
@@ -63,8 +61,8 @@ CONTROLLER_ONLY = frozenset((
     # The executor only hands their arguments back; the strategy includes the file or role.
     "ansible.builtin.include_role", "ansible.builtin.include_tasks",
 ))
-# Run here only when the host's steps are in sync; a worker otherwise (step_action.py).
-WHEN_IN_SYNC = frozenset(("hybridhpc.slurm.slurm_config_files", "hybridhpc.slurm.slurm_pam_adopt"))
+# The steps with records: run here only when the host's steps are in sync; a worker otherwise (step_action.py).
+WHEN_IN_SYNC = frozenset("hybridhpc.slurm." + name for name in step_action.STEP_MODULES)
 
 
 def _action(task):
@@ -80,7 +78,7 @@ def _action(task):
 
 
 def _steps_in_sync(host_name, task_vars):
-    read = task_vars.get(HOST_READ)
+    read = task_vars.get(step_action.HOST_READ)
     return isinstance(read, dict) and bool(read.get("steps_in_sync")) and run_changes.unchanged(host_name)
 
 

@@ -25,7 +25,7 @@ import os
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_step
-from ansible_collections.hybridhpc.slurm.plugins.plugin_utils import in_process, run_changes
+from ansible_collections.hybridhpc.slurm.plugins.plugin_utils import run_changes
 
 PLUGINS_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), ".."))
 # Where the facts step left its answer (roles/slurm_common/tasks/validate.yml registers it).
@@ -66,8 +66,6 @@ def step_name(task):
 
 class StepAction(ActionBase):
     TRANSFERS_FILES = False
-    # The strategy may run it in ansible-playbook's process when the host's steps are in sync (in_process.py).
-    IN_PROCESS_WHEN_IN_SYNC = True
     MODULE = ""  # the module's short name, in hybridhpc.slurm
 
     @staticmethod
@@ -89,8 +87,12 @@ class StepAction(ActionBase):
                 result.update(self.unchanged_result(args), msg=IN_SYNC_MSG)
                 return result
             args["record"] = {"dir": records_dir, "step": step, "digest": digest}
+        # The strategy may have run this step in ansible-playbook's process
+        # (in_process.py, which reads this module's step names): before
+        # anything reaches the host, a worker runs the module instead.
+        from ansible_collections.hybridhpc.slurm.plugins.plugin_utils import in_process
+
         if in_process.active():
-            # Before anything reaches the host: a worker runs the module.
             raise in_process.NeedsWorker()
         result.update(self._execute_module(module_name="hybridhpc.slurm." + self.MODULE, module_args=args,
                                            task_vars=task_vars))
