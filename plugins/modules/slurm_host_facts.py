@@ -13,6 +13,9 @@ short_description: Read what the first play needs from a host in one round trip 
 description:
   - Gathers the host's facts with Ansible's own collectors, as C(ansible.builtin.setup) does with the same
     O(gather_subset), and returns them as C(ansible_facts); with O(filter), only the facts it names.
+  - When O(filter) names only plain facts of the distribution, platform, package and service managers,
+    virtualization, default addresses, processors, memory and C(local) (the roles' default) on Linux, only the
+    collectors that make them are loaded and run; the same facts, for less of the host's CPU on every run.
   - On hosts whose package manager is apt, reads C(apt-cache policy) of O(apt_policy) (the index as it is), unless
     dpkg has every one of them installed; their installed versions are returned either way
     (RV(installed_versions)).
@@ -140,13 +143,11 @@ file:
 import base64
 import contextlib
 import fnmatch
+import platform
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.facts import ansible_collector, default_collectors
-from ansible.module_utils.facts.hardware import linux as linux_hardware
-from ansible.module_utils.facts.namespace import PrefixFactNamespace
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_step
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_step, lean_facts
 
 # The format module_utils/host_packages.missing() reads (a test keeps the two
 # equal): not imported, so that the module ships without the planning code.
@@ -161,7 +162,7 @@ MINIMAL_GATHER_SUBSET = frozenset(["apparmor", "caps", "cmdline", "date_time", "
 
 
 @contextlib.contextmanager
-def mounts_only_when_kept(filter_spec):
+def mounts_only_when_kept(filter_spec, linux_hardware):
     """Skip the mount facts while gathering when O(filter) drops them anyway.
 
     Ansible's hardware collector always reads them: findmnt, then a statvfs of
@@ -183,6 +184,20 @@ def mounts_only_when_kept(filter_spec):
 
 
 def gather(module):
+    """The facts, as setup gives them for the same subset and filter.
+
+    When the filter asks only facts module_utils/lean_facts.py knows, only the
+    collectors that make them are imported and run (on Linux); else all of
+    Ansible's, as setup does (imported here, not when the module loads).
+    """
+    names = lean_facts.collectors_for(module.params["filter"], module.params["gather_subset"])
+    if names is not None and platform.system() == "Linux":
+        facts = lean_facts.gather(module, names, module.params["filter"], module.params["gather_timeout"])
+        if facts is not None:
+            return facts
+    from ansible.module_utils.facts import ansible_collector, default_collectors
+    from ansible.module_utils.facts.hardware import linux as linux_hardware
+    from ansible.module_utils.facts.namespace import PrefixFactNamespace
     try:
         collector = ansible_collector.get_ansible_collector(
             all_collector_classes=default_collectors.collectors,
@@ -194,7 +209,7 @@ def gather(module):
         )
     except Exception as exc:  # noqa: BLE001 -- setup reports a bad subset the same way
         module.fail_json(msg="gather_subset: %s" % exc)
-    with mounts_only_when_kept(module.params["filter"]):
+    with mounts_only_when_kept(module.params["filter"], linux_hardware):
         return collector.collect(module=module)
 
 
