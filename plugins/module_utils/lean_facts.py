@@ -138,23 +138,11 @@ def gather(module, collector_names, filter_spec, gather_timeout):
         (vgs, lvs), DMI and uptime: most of the hardware subset's time.
         """
 
-        def get_dmi_facts(self):
+        def _none(self):
             return {}
 
-        def get_sysinfo_facts(self):
-            return {}
-
-        def get_device_facts(self):
-            return {}
-
-        def get_uptime_facts(self):
-            return {}
-
-        def get_lvm_facts(self):
-            return {}
-
-        def get_mount_facts(self):
-            return {}
+        get_dmi_facts = get_sysinfo_facts = get_device_facts = _none
+        get_uptime_facts = get_lvm_facts = get_mount_facts = _none
 
     class CpuMemoryHardwareCollector(linux_hardware.LinuxHardwareCollector):
         _fact_class = CpuMemoryHardware
