@@ -410,9 +410,8 @@ def main(argv=None):
                 want = reference(hl, expr, cmd)
                 got = outcome(cmd, res)
                 if want[0] == "either":
-                    slurm_bug += 1
                     if got[0] == "ok" and got[1] in want[1]:
-                        pass
+                        slurm_bug += 1
                     elif not want[2]:
                         # Not a mismatch we can show: the histories left untried may print it.
                         unenumerated.append("%s: Slurm's freed-memory path has more heap histories than were tried; "
@@ -438,6 +437,7 @@ def main(argv=None):
     if slurm_bug:
         print("%d sorted cases hit Slurm's freed-memory path (we raise HostlistError; scontrol "
               "printed one of the outputs predicted for it)" % slurm_bug)
+    # Counted as passed (scontrol may print what an untried history gives), but said.
     for note in unenumerated:
         print("NOT ENUMERATED " + note)
     print("%d passed, %d failed" % (passed, failed))
