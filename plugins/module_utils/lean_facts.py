@@ -5,7 +5,7 @@
 Why: ``ansible.module_utils.facts``' package ``__init__`` imports every
 platform's collectors (``default_collectors``). A module runs from its zipped
 payload, which has no bytecode cache, so every run compiles them all: about
-0.08 s of each host's CPU, on every converge, in the one step a compute node
+0.1 s of each host's CPU, on every converge, in the one step a compute node
 still runs on a no-op. Setup's ``min`` subset then runs a dozen collectors
 (users, ssh keys, environment, ...) whose facts the roles' filter drops.
 
