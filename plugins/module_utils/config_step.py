@@ -63,14 +63,25 @@ def _attributes(module, path, spec, changed):
     return module.set_fs_attributes_if_different(args, changed)
 
 
+# Each unit's `systemctl show`, read once for every record verified_steps checks
+# (check mode changes no unit): one systemctl run per host, not one per unit.
+_SHOWN = {}
+
+
+def _unit_state(module, systemctl, name):
+    if module.check_mode and name in _SHOWN:
+        return _SHOWN[name]
+    rc, out, err = module.run_command(systemd_unit.show_command(systemctl, name))
+    if rc != 0:
+        module.fail_json(msg="systemctl show %s failed: %s" % (name, err.strip()))
+    return systemd_unit.parse_show(out)
+
+
 def _run_service(module, service, files_changed):
     """Enable, start or restart the unit of one service entry; the verbs run (or that would, in check mode)."""
     systemctl = module.get_bin_path("systemctl", required=True)
-    rc, out, err = module.run_command(systemd_unit.show_command(systemctl, service["name"]))
-    if rc != 0:
-        module.fail_json(msg="systemctl show %s failed: %s" % (service["name"], err.strip()))
     actions, error = systemd_unit.unit_actions(
-        service["name"], systemd_unit.parse_show(out), service["enabled"], service["state"],
+        service["name"], _unit_state(module, systemctl, service["name"]), service["enabled"], service["state"],
         files_changed, service["restart_on_change"], module.check_mode, service["drop_ins"])
     if error:
         module.fail_json(msg=error)
@@ -252,6 +263,25 @@ def verifying(module):
         module.check_mode, module._diff, module.fail_json = saved
 
 
+def _record_units(record):
+    """The names of the units a config_files record starts or keeps running."""
+    if not isinstance(record, dict) or record.get("kind") != "config_files" or not isinstance(record.get("params"), dict):
+        return []
+    params = record["params"]
+    units = ([params["service"]] if params.get("service") else []) + list(params.get("services") or [])
+    return [unit["name"] for unit in units if isinstance(unit, dict) and isinstance(unit.get("name"), str)]
+
+
+def _show_units(module, names):
+    """``{unit: state}`` from one ``systemctl show`` of every unit in names; {} when that run cannot tell
+    (each unit is then shown on its own, and a failure reported as before)."""
+    systemctl = module.get_bin_path("systemctl")
+    if not names or systemctl is None:
+        return {}
+    rc, out, dummy = module.run_command(systemd_unit.show_command(systemctl, *names))
+    return (systemd_unit.parse_show_units(out, names) or {}) if rc == 0 else {}
+
+
 def verified_steps(module, directory):
     """{step: digest} of the records in directory whose step, run now, would do nothing."""
     steps = {}
@@ -259,20 +289,30 @@ def verified_steps(module, directory):
         names = sorted(os.listdir(directory))
     except OSError:
         return steps
+    records = []
     for name in names:
         if not name.endswith(RECORD_SUFFIX):
             continue
         try:
             with open(os.path.join(directory, name), "rb") as handle:
-                record = json.loads(handle.read().decode("utf-8"))
-            digest, params = record["digest"], record["params"]
-            run, nothing_to_do = KINDS[record["kind"]]
-            with verifying(module):
-                result = run(module, params)
-        except (OSError, ValueError, KeyError, TypeError, StepFailed):
+                records.append((name, json.loads(handle.read().decode("utf-8"))))
+        except (OSError, ValueError):
             continue
-        if nothing_to_do(result):
-            steps[name[:-len(RECORD_SUFFIX)]] = digest
+    units = sorted({unit for dummy, record in records for unit in _record_units(record)})
+    _SHOWN.update(_show_units(module, units))
+    try:
+        for name, record in records:
+            try:
+                digest, params = record["digest"], record["params"]
+                run, nothing_to_do = KINDS[record["kind"]]
+                with verifying(module):
+                    result = run(module, params)
+            except (OSError, ValueError, KeyError, TypeError, StepFailed):
+                continue
+            if nothing_to_do(result):
+                steps[name[:-len(RECORD_SUFFIX)]] = digest
+    finally:
+        _SHOWN.clear()
     return steps
 
 

@@ -20,6 +20,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import contextlib
 import importlib.util
 import sys
 
@@ -110,6 +111,52 @@ def _import_facts_package_without_init():
     sys.modules[FACTS_PACKAGE] = importlib.util.module_from_spec(spec)
 
 
+def holders_of(module, ip_path, addresses):
+    """The interfaces that hold one of ``addresses`` (``ip -o addr``), or None when ``ip`` cannot tell.
+
+    Each line of ``ip -o addr`` is one address: index, interface, family, address[/prefix], ...
+    """
+    wanted = {address for address in addresses if address}
+    if not wanted:
+        return []
+    rc, out, dummy = module.run_command([ip_path, "-o", "addr", "show"], errors="surrogate_then_replace")
+    if rc != 0:
+        return None
+    devices = []
+    for line in out.splitlines():
+        words = line.split()
+        if len(words) >= 4 and words[2] in ("inet", "inet6") and words[3].split("/")[0] in wanted:
+            if words[1] not in devices:
+                devices.append(words[1])
+    return devices
+
+
+class _InterfacesGlob(object):
+    """The ``glob`` module, except that the list of interfaces is ``devices``."""
+
+    SYSFS_INTERFACES = "/sys/class/net/*"
+
+    def __init__(self, real, devices):
+        self.real = real
+        self.devices = devices
+
+    def glob(self, pattern):
+        if pattern == self.SYSFS_INTERFACES:
+            return [self.SYSFS_INTERFACES[:-1] + device for device in self.devices]
+        return self.real.glob(pattern)
+
+
+@contextlib.contextmanager
+def only_interfaces(network_module, devices):
+    """While in the block, ``network_module`` lists only ``devices`` as the host's interfaces."""
+    real = network_module.glob
+    network_module.glob = _InterfacesGlob(real, devices)
+    try:
+        yield
+    finally:
+        network_module.glob = real
+
+
 def gather(module, collector_names, filter_spec, gather_timeout):
     """The facts of ``filter_spec``, gathered by the Linux collectors ``collector_names`` only.
 
@@ -121,7 +168,7 @@ def gather(module, collector_names, filter_spec, gather_timeout):
         from ansible.module_utils.facts import ansible_collector
         from ansible.module_utils.facts.hardware import linux as linux_hardware
         from ansible.module_utils.facts.namespace import PrefixFactNamespace
-        from ansible.module_utils.facts.network.linux import LinuxNetworkCollector
+        from ansible.module_utils.facts.network import linux as linux_network
         from ansible.module_utils.facts.system.distribution import DistributionFactCollector
         from ansible.module_utils.facts.system.local import LocalFactCollector
         from ansible.module_utils.facts.system.pkg_mgr import PkgMgrFactCollector
@@ -132,26 +179,53 @@ def gather(module, collector_names, filter_spec, gather_timeout):
         return None
 
     class CpuMemoryHardware(linux_hardware.LinuxHardware):
-        """LinuxHardware without the parts no fact of FACT_COLLECTORS comes from.
+        """LinuxHardware with only the parts the facts of FACT_COLLECTORS come from: CPU and memory.
 
-        Mounts (findmnt, a statvfs of each), devices (sysfs of every disk), LVM
-        (vgs, lvs), DMI and uptime: most of the hardware subset's time.
+        Not run: mounts (findmnt, a statvfs of each), devices (sysfs of every
+        disk), LVM (vgs, lvs), DMI and uptime, most of the hardware subset's
+        time; nor ``locale -a``, which picks the locale of those commands (CPU
+        and memory read /proc only).
         """
 
-        def _none(self):
-            return {}
-
-        get_dmi_facts = get_sysinfo_facts = get_device_facts = _none
-        get_uptime_facts = get_lvm_facts = get_mount_facts = _none
+        def populate(self, collected_facts=None):
+            facts = self.get_cpu_facts(collected_facts=collected_facts)
+            facts.update(self.get_memory_facts())
+            return facts
 
     class CpuMemoryHardwareCollector(linux_hardware.LinuxHardwareCollector):
         _fact_class = CpuMemoryHardware
+
+    class DefaultAddressNetwork(linux_network.LinuxNetwork):
+        """LinuxNetwork for default_ipv4 and default_ipv6 only.
+
+        Those two are completed from the interface that holds the default route's
+        source address; LinuxNetwork reads every interface to find it (two
+        ``ip addr`` runs each, and ``ethtool`` where installed), which on a node
+        that shares its host with Kubernetes means every pod's veth. Here one
+        ``ip -o addr`` names the interfaces that hold a default address, and only
+        they are read. Not run: the locally reachable addresses (no fact asked).
+        """
+
+        def get_interfaces_info(self, ip_path, default_ipv4, default_ipv6):
+            devices = holders_of(self.module, ip_path, [default_ipv4.get("address"), default_ipv6.get("address")])
+            if devices is None:
+                return super(DefaultAddressNetwork, self).get_interfaces_info(ip_path, default_ipv4, default_ipv6)
+            # LinuxNetwork lists the interfaces with glob.glob("/sys/class/net/*") and
+            # has no other way to be given them.
+            with only_interfaces(linux_network, devices):
+                return super(DefaultAddressNetwork, self).get_interfaces_info(ip_path, default_ipv4, default_ipv6)
+
+        def get_locally_reachable_ips(self, ip_path):
+            return {}
+
+    class DefaultAddressNetworkCollector(linux_network.LinuxNetworkCollector):
+        _fact_class = DefaultAddressNetwork
 
     collector = ansible_collector.get_ansible_collector(
         # In default_collectors' order.
         all_collector_classes=[PlatformFactCollector, DistributionFactCollector, PkgMgrFactCollector,
                                ServiceMgrFactCollector, LinuxVirtualCollector, CpuMemoryHardwareCollector,
-                               LinuxNetworkCollector, LocalFactCollector],
+                               DefaultAddressNetworkCollector, LocalFactCollector],
         namespace=PrefixFactNamespace(namespace_name="ansible", prefix="ansible_"),
         filter_spec=filter_spec,
         # The metadata collector records this as ansible_gather_subset, which

@@ -24,8 +24,8 @@ RUNNING = ("active", "activating", "reloading")
 ENABLED = ("enabled", "enabled-runtime", "static", "alias", "indirect", "generated", "transient")
 
 
-def show_command(systemctl, name):
-    return [systemctl, "show", "--property=" + ",".join(SHOW_PROPERTIES), "--", name]
+def show_command(systemctl, *names):
+    return [systemctl, "show", "--property=" + ",".join(SHOW_PROPERTIES), "--"] + list(names)
 
 
 def parse_show(text):
@@ -36,6 +36,18 @@ def parse_show(text):
         if sep:
             state[key.strip()] = value.strip()
     return state
+
+
+def parse_show_units(text, names):
+    """``systemctl show`` output for ``names`` as ``{name: parse_show dict}``; None when it is not one block per name.
+
+    systemctl prints one block of ``Key=value`` lines per unit, in the order
+    asked, with an empty line between blocks (LoadState always has a value).
+    """
+    blocks = [block for block in text.split("\n\n") if block.strip()]
+    if len(blocks) != len(names):
+        return None
+    return dict(zip(names, (parse_show(block) for block in blocks)))
 
 
 def missing_drop_ins(state, drop_ins):

@@ -33,11 +33,17 @@ import json, sys
 from ansible.module_utils import basic
 basic._ANSIBLE_ARGS = json.dumps({"ANSIBLE_MODULE_ARGS": {}}).encode()
 module = basic.AnsibleModule(argument_spec={})
+commands = []
+run_command = module.run_command
+def recording(args, *a, **k):
+    commands.append([str(arg) for arg in args] if isinstance(args, list) else str(args).split())
+    return run_command(args, *a, **k)
+module.run_command = recording
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import lean_facts
 filter_spec, subset = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 names = lean_facts.collectors_for(filter_spec, subset)
 facts = lean_facts.gather(module, names, filter_spec, 10)
-print(json.dumps({"names": names, "facts": facts,
+print(json.dumps({"names": names, "facts": facts, "commands": commands,
                   "imported": sorted(m for m in sys.modules if m.startswith("ansible.module_utils.facts"))}))
 """
 
@@ -99,3 +105,56 @@ def test_the_roles_default_facts_take_the_lean_path():
 ])
 def test_the_lean_path_applies_only_when_it_gathers_what_setup_keeps(filter_spec, subset, names):
     assert lean_facts.collectors_for(filter_spec, subset) == names
+
+
+IP_O_ADDR = """1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever preferred_lft forever
+1: lo    inet 192.0.2.10/32 scope global lo\\       valid_lft forever preferred_lft forever
+1: lo    inet6 ::1/128 scope host noprefixroute \\       valid_lft forever preferred_lft forever
+2: eth0    inet 10.1.0.5/24 brd 10.1.0.255 scope global eth0\\       valid_lft forever preferred_lft forever
+2: eth0    inet6 2001:db8::5/64 scope global \\       valid_lft forever preferred_lft forever
+3: ppp0    inet 10.9.0.1 peer 10.9.0.2/32 scope global ppp0\\       valid_lft forever preferred_lft forever
+7: veth1a2b    inet6 fe80::1/64 scope link \\       valid_lft forever preferred_lft forever
+"""
+
+
+class IpModule:
+    def __init__(self, rc=0, out=IP_O_ADDR):
+        self.rc, self.out, self.commands = rc, out, []
+
+    def run_command(self, args, **kwargs):
+        self.commands.append(args)
+        return self.rc, self.out, ""
+
+
+@pytest.mark.parametrize("addresses, holders", [
+    # The default route's source address on the interface of the route, both families.
+    (["10.1.0.5", "2001:db8::5"], ["eth0"]),
+    # An address held by lo (a routed address on the loopback): LinuxNetwork completes it from lo.
+    (["192.0.2.10", None], ["lo"]),
+    (["10.9.0.1", None], ["ppp0"]),
+    # No default route: nothing to complete, no interface read.
+    ([None, None], []),
+    (["10.1.0.6", None], []),
+])
+def test_holders_of_names_the_interfaces_of_the_default_addresses(addresses, holders):
+    module = IpModule()
+    assert lean_facts.holders_of(module, "/sbin/ip", addresses) == holders
+    assert module.commands == ([["/sbin/ip", "-o", "addr", "show"]] if any(addresses) else [])
+
+
+def test_holders_of_says_none_when_ip_cannot_tell():
+    assert lean_facts.holders_of(IpModule(rc=1, out=""), "/sbin/ip", ["10.1.0.5"]) is None
+
+
+def test_only_the_interfaces_of_the_default_addresses_are_read():
+    """setup reads every interface (two ip runs each, ethtool where installed); the lean path only the holders'.
+
+    The facts are still setup's (test_the_facts_are_setups_for_the_same_filter, on this machine's interfaces)."""
+    gathered = gather_fresh(["default_ipv4", "default_ipv6"])
+    default = gathered["facts"]["ansible_default_ipv4"]
+    read = sorted({argv[-1] for argv in gathered["commands"] if argv[1:3] == ["addr", "show"] and "dev" in argv})
+    if default.get("interface"):
+        assert read == [default["interface"]], read
+    else:
+        assert read == []
+    assert not [argv for argv in gathered["commands"] if argv[1:4] == ["-4", "route", "show"]]

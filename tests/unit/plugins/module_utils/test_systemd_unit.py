@@ -28,6 +28,19 @@ def test_show_reads_only_the_properties_the_decision_needs():
         "/bin/systemctl", "show", "--property=LoadState,ActiveState,UnitFileState,NeedDaemonReload,DropInPaths", "--", "munge"]
 
 
+def test_show_asks_several_units_in_one_run():
+    assert systemd_unit.show_command("/bin/systemctl", "munge", "slurmd")[-3:] == ["--", "munge", "slurmd"]
+
+
+def test_parse_show_units_takes_each_block_for_the_unit_asked_in_its_place():
+    text = ("LoadState=loaded\nActiveState=active\nUnitFileState=enabled\n\n"
+            "LoadState=loaded\nActiveState=inactive\nUnitFileState=disabled\n")
+    assert systemd_unit.parse_show_units(text, ["munge", "slurmd"]) == {"munge": RUNNING, "slurmd": STOPPED}
+    # Not one block per unit: no answer rather than a state given to the wrong unit.
+    assert systemd_unit.parse_show_units(text, ["munge"]) is None
+    assert systemd_unit.parse_show_units(text, ["munge", "slurmd", "sackd"]) is None
+
+
 @pytest.mark.parametrize("state, kwargs, expected", [
     # A converged node: nothing at all (the no-op of every run).
     (RUNNING, {}, []),

@@ -174,7 +174,12 @@ args = [a for a in sys.argv[1:] if a != "--"]
 # One state for every unit, or each unit its own under "units".
 unit = state if args[0] == "daemon-reload" else state.get("units", {}).get(args[-1], state)
 if args[0] == "show":
-    print("\\n".join("%s=%s" % kv for kv in unit.items() if kv[0] != "units"))
+    # As systemd's: one block per unit asked, in that order, an empty line between.
+    names = [a for a in args[1:] if not a.startswith("--property=")]
+    blocks = ["\\n".join("%s=%s" % kv for kv in state.get("units", {}).get(name, state).items() if kv[0] != "units")
+              for name in names]
+    print("\\n\\n".join(blocks))
+    open(sys.argv[0] + ".shows", "a").write(" ".join(names) + "\\n")
     sys.exit(0)
 open(log_file, "a").write(" ".join(args) + "\\n")
 if state.get("fail") == args[0]:
@@ -211,6 +216,12 @@ def systemctl(tmp_path, monkeypatch):
         def verbs():
             log = bin_dir / "systemctl.log"
             return log.read_text().splitlines() if log.exists() else []
+
+        @staticmethod
+        def shows():
+            """The units of each ``systemctl show`` run so far, a list per run."""
+            log = bin_dir / "systemctl.shows"
+            return [line.split() for line in log.read_text().splitlines()] if log.exists() else []
 
     Unit.set(LoadState="loaded", ActiveState="inactive", UnitFileState="disabled")
     return Unit
@@ -435,6 +446,29 @@ def test_a_step_that_ran_is_in_sync_until_the_host_drifts(run_module, in_sync, t
         if number == 5:
             (tmp_path / "state" / "hybridhpc-pending-reconfigure").unlink()
         assert in_sync() == {"s1": "d1"}, "drift %d: not in sync after the step ran" % number
+
+
+def test_the_records_units_are_read_in_one_systemctl_show_each_unit_its_own_state(
+        run_module, in_sync, tmp_path, systemctl):
+    running = {"LoadState": "loaded", "ActiveState": "active", "UnitFileState": "enabled"}
+    systemctl.set(LoadState="loaded", units={"munge": dict(running), "slurmd": dict(running),
+                                             "power.timer": dict(running)})
+    munge = with_record(key_args(tmp_path), tmp_path, step="munge", digest="dm")
+    slurmd = with_record({"files": [{"dest": str(tmp_path / "slurmd.conf"), "content": "x\n", "owner": USER,
+                                     "group": GROUP}],
+                          "service": {"name": "slurmd"}, "services": [{"name": "power.timer"}]},
+                         tmp_path, step="slurmd", digest="ds")
+    assert run_module(munge)["changed"] and run_module(slurmd)["changed"]
+    before = len(systemctl.shows())
+    assert in_sync() == {"munge": "dm", "slurmd": "ds"}
+    # One run for the three units of both records, each block taken for its own unit.
+    assert systemctl.shows()[before:] == [["munge", "power.timer", "slurmd"]]
+    for stopped, expected in (("slurmd", {"munge": "dm"}), ("munge", {"slurmd": "ds"}),
+                              ("power.timer", {"munge": "dm"})):
+        units = {"munge": dict(running), "slurmd": dict(running), "power.timer": dict(running)}
+        units[stopped]["ActiveState"] = "inactive"
+        systemctl.set(LoadState="loaded", units=units)
+        assert in_sync() == expected, "%s stopped" % stopped
 
 
 def test_a_record_keeps_no_content_and_only_root_reads_it(run_module, tmp_path, systemctl):
