@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import grp
+import os
 import pwd
 
 # The suboptions of an account, for the modules that take a list of them
@@ -28,12 +29,22 @@ ACCOUNT_OPTIONS = dict(
 )
 
 
-def plan(account, group_entry, user_entry):
+# Where daemon packages keep their account's files: /etc/munge, /var/lib/munge,
+# /var/log/slurm, /var/spool/slurmd, /run/munge, ... (an entry of one of these
+# whose name starts with the account's).
+STATE_ROOTS = ("/etc", "/var/lib", "/var/log", "/var/spool", "/var/cache", "/run")
+
+
+def plan(account, group_entry, user_entry, paths=()):
     """The commands (argv lists) that make one account what `account` says.
 
     account: dict(name, uid, gid, home, shell); group_entry: (name, gid) of the
     group of that name, or None; user_entry: (uid, gid, home, shell) of the
-    user of that name, or None.
+    user of that name, or None; paths: the account's directories
+    (account_paths()). When an id changes (a package created the account
+    first, with whatever id was free), the files under paths that the old id
+    owns are given the new one: usermod and groupmod leave them to the old
+    number, and the daemon could no longer open its own key, state or log.
     """
     name = account["name"]
     commands = []
@@ -48,7 +59,24 @@ def plan(account, group_entry, user_entry):
     elif tuple(user_entry) != wanted:
         commands.append(["usermod", "--uid", str(account["uid"]), "--gid", name,
                          "--home", account["home"], "--shell", account["shell"], name])
+    # chown -R does not follow symbolic links (-P), and --from changes only what the old id owns.
+    if paths and user_entry is not None and user_entry[0] != account["uid"]:
+        commands.append(["chown", "-R", "--from=%d" % user_entry[0], str(account["uid"]), "--"] + list(paths))
+    if paths and group_entry is not None and group_entry[1] != account["gid"]:
+        commands.append(["chown", "-R", "--from=:%d" % group_entry[1], ":%d" % account["gid"], "--"] + list(paths))
     return commands
+
+
+def account_paths(name, roots=STATE_ROOTS):
+    """The directories and files of STATE_ROOTS named after the account (``munge``, ``slurm``, ``slurmd``, ...)."""
+    paths = []
+    for root in roots:
+        try:
+            entries = sorted(os.listdir(root))
+        except OSError:
+            continue
+        paths.extend(os.path.join(root, entry) for entry in entries if entry.startswith(name))
+    return paths
 
 
 def group_entry(name):
@@ -74,7 +102,10 @@ def ensure(module, accounts):
     """
     done = []
     for account in accounts:
-        for argv in plan(account, group_entry(account["name"]), user_entry(account["name"])):
+        group, user = group_entry(account["name"]), user_entry(account["name"])
+        changes_ids = (user is not None and user[0] != account["uid"]) or (group is not None and group[1] != account["gid"])
+        paths = account_paths(account["name"]) if changes_ids else []
+        for argv in plan(account, group, user, paths):
             done.append(argv)
             if module.check_mode:
                 continue
