@@ -125,9 +125,11 @@ bench-power: deps
 
 # site.yml cold and no-op on lab containers: the federated lab over SSH and
 # over docker, a 3-host cluster, and 3/9/17 compute nodes (seconds per added
-# node). About 12 minutes on a quiet machine; BENCH_CASES=single3,scale3
-# picks some. Each no-op is run BENCH_NOOP_RUNS times and the median reported.
-BENCH_CASES ?= federated5-ssh,federated5-docker,single3,scale3,scale9,scale17
+# node), from the lab image and from a compute image that has the node's
+# packages (lab/image/compute, built once). About 17 minutes on a quiet
+# machine; BENCH_CASES=single3,scale3 picks some. Each no-op is run
+# BENCH_NOOP_RUNS times and the median reported (once for the imaged cases).
+BENCH_CASES ?= federated5-ssh,federated5-docker,single3,scale3,scale9,scale17,imaged3,imaged9,imaged17
 BENCH_NOOP_RUNS ?= 3
 bench-converge: docker deps image
 	@$(PY) tests/bench/bench_converge.py --cases $(BENCH_CASES) --noop-runs $(BENCH_NOOP_RUNS)

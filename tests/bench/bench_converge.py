@@ -17,6 +17,12 @@ Cases (--cases picks some):
   single3            one cluster, 1 controller (slurmctld + slurmdbd) + 2 compute nodes;
   scale3/9/17        1 controller + 3, 9 and 17 compute nodes: seconds per added node,
                      cold and no-op (least-squares slope over the three sizes).
+  imaged3/9/17       the same, every host started from lab/image/compute: a compute node whose
+                     image has its packages (installed by an image builder, with the ids the
+                     packages chose), as many sites provision nodes. A cold run then costs a
+                     node no apt at all; the case fails when a compute node still installed a
+                     package. One no-op run each (it must report changed=0; the scale cases
+                     measure the no-op).
 
 Each run also tells where the machine's CPU went: the Ansible controller's
 (ansible-playbook, its workers and ssh clients) and the lab hosts' (the
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import configparser
+import hashlib
 import json
 import os
 import re
@@ -51,7 +58,11 @@ WORK = ROOT / ".cache" / "bench" / "converge-inventories"
 LOGS = ROOT / ".cache" / "bench" / "converge-logs"
 CALLBACKS = ROOT / "tests" / "bench" / "callbacks"
 RECAP = re.compile(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
-ALL_CASES = ["federated5-ssh", "federated5-docker", "single3", "scale3", "scale9", "scale17"]
+ALL_CASES = ["federated5-ssh", "federated5-docker", "single3", "scale3", "scale9", "scale17",
+             "imaged3", "imaged9", "imaged17"]
+COMPUTE_IMAGE_DIR = ROOT / "lab" / "image" / "compute"
+# The task that installs a host's packages (roles/slurm_common/tasks/packages.yml).
+INSTALL_TASK = "Install this host's Slurm packages in one transaction"
 
 
 def log(msg: str) -> None:
@@ -69,6 +80,44 @@ def lab_image() -> str:
     if not tag or run(["docker", "image", "inspect", tag]).returncode != 0:
         sys.exit("bench: no lab image; run `make image` first")
     return tag
+
+
+def compute_image(base: str) -> str:
+    """lab/image/compute built on the lab image ``base`` (once: named after both)."""
+    digest = hashlib.sha256((COMPUTE_IMAGE_DIR / "Dockerfile").read_bytes()).hexdigest()[:12]
+    tag = "hybridhpc/slurm-lab-compute:" + base.rsplit(":", 1)[-1] + "-" + digest
+    if run(["docker", "image", "inspect", tag]).returncode != 0:
+        log(f"building {tag} (the lab image plus a compute node's packages, about two minutes)")
+        res = run(["docker", "build", "-q", "--build-arg", f"BASE={base}", "-t", tag, COMPUTE_IMAGE_DIR], timeout=1800)
+        if res.returncode != 0:
+            raise RuntimeError(f"docker build of {tag} failed:\n{res.stderr[-3000:]}")
+    return tag
+
+
+def inventory_hosts(inventory: Path) -> list[str]:
+    """Every host a YAML inventory names (the lab's containers are named after them)."""
+    names: set[str] = set()
+
+    def walk(group: dict) -> None:
+        names.update((group.get("hosts") or {}).keys())
+        for child in (group.get("children") or {}).values():
+            walk(child or {})
+    for group in (yaml.safe_load(inventory.read_text()) or {}).values():
+        walk(group or {})
+    return sorted(names)
+
+
+def hosts_in_task(output: str, title: str) -> set[str]:
+    """The hosts that ran (ok or changed) the task whose title contains ``title``, in a run's output."""
+    hosts, inside = set(), False
+    for line in output.splitlines():
+        if line.startswith("TASK ["):
+            inside = title in line
+        elif inside:
+            match = re.match(r"^(?:ok|changed): \[([^\]]+)\]", line)
+            if match:
+                hosts.add(match.group(1))
+    return hosts
 
 
 def one_cluster_inventory(name: str, computes: int) -> Path:
@@ -181,8 +230,12 @@ def measure(case: str, inventory: Path, connection: str, image: str, noop_runs: 
     try:
         # A fresh fact cache too: the first run must gather everything.
         shutil.rmtree(ROOT / ".cache" / "facts", ignore_errors=True)
-        cold = converge(inventory, env, f"{case}-cold.log")
+        cold = converge(inventory, env, f"{case}-cold.log", inventory_hosts(inventory))
         log(f"{case}: cold {cold['seconds']:.1f} s")
+        installed = sorted(h for h in hosts_in_task(cold["output"], INSTALL_TASK) if "-ctl" not in h)
+        if case.startswith("imaged") and installed:
+            raise RuntimeError(f"{case}: compute nodes {installed} installed packages their image should have had;"
+                               f" add what roles/slurm_common installs on a compute node to {COMPUTE_IMAGE_DIR}/Dockerfile")
         # The hosts site.yml ran on are the lab's containers (same names).
         hosts = sorted(cold["changed"])
         runs = []
@@ -199,6 +252,7 @@ def measure(case: str, inventory: Path, connection: str, image: str, noop_runs: 
                 "cold_s": round(cold["seconds"], 1), "noop_s": round(noop["seconds"], 1),
                 "noop_runs_s": [round(r["seconds"], 1) for r in runs],
                 "cold_controller_cpu_s": round(cold["controller_cpu_s"], 1),
+                "cold_hosts_cpu_s": round(cold["hosts_cpu_s"], 1),
                 "noop_controller_cpu_s": round(noop["controller_cpu_s"], 1),
                 "noop_hosts_cpu_s": round(noop["hosts_cpu_s"], 1),
                 "noop_tasks": len(noop["tasks"]),
@@ -232,6 +286,11 @@ def table(report: dict) -> str:
     if per:
         lines.append(f"per added compute node: cold {per['cold_s']} s, no-op {per['noop_s']} s"
                      f" (no-op CPU: controller {per['noop_controller_cpu_s']} s, hosts {per['noop_hosts_cpu_s']} s)")
+    per = report.get("per_added_imaged_compute_node")
+    if per:
+        lines.append(f"per added compute node started from a compute image: cold {per['cold_s']} s,"
+                     f" no-op {per['noop_s']} s (cold CPU: controller {per['cold_controller_cpu_s']} s,"
+                     f" hosts {per['cold_hosts_cpu_s']} s)")
     for r in report["cases"]:
         lines.append(f"{r['case']} no-op, {r['noop_tasks']} tasks; the most controller CPU:")
         for task in r["noop_top_tasks"][:5]:
@@ -254,22 +313,25 @@ def main() -> None:
     image = lab_image()
     report = {"machine": {"cpus": os.cpu_count()}, "image": image, "cases": []}
     for case in cases:
+        case_image, noop_runs = image, args.noop_runs
         if case.startswith("federated5"):
             inventory, connection = ROOT / "inventories" / "lab" / "hosts.yml", case.split("-")[1]
         elif case == "single3":
             inventory, connection = one_cluster_inventory("single3", 2), "ssh"
         else:
-            inventory, connection = one_cluster_inventory(case, int(case[len("scale"):])), "ssh"
+            size = int(case.lstrip("scaleimgd"))
+            inventory, connection = one_cluster_inventory(case, size), "ssh"
+            if case.startswith("imaged"):
+                case_image, noop_runs = compute_image(image), 1
+                report["compute_image"] = case_image
         log(f"{case}: {connection}, inventory {inventory.relative_to(ROOT)}")
-        report["cases"].append(measure(case, inventory, connection, image, args.noop_runs))
-    scale = [(r["slurm_hosts"] - 1, r) for r in report["cases"] if r["case"].startswith("scale")]
-    if len(scale) >= 2:
-        report["per_added_compute_node"] = {
-            "cold_s": slope([(n, r["cold_s"]) for n, r in scale]),
-            "noop_s": slope([(n, r["noop_s"]) for n, r in scale]),
-            "noop_controller_cpu_s": slope([(n, r["noop_controller_cpu_s"]) for n, r in scale]),
-            "noop_hosts_cpu_s": slope([(n, r["noop_hosts_cpu_s"]) for n, r in scale]),
-        }
+        report["cases"].append(measure(case, inventory, connection, case_image, noop_runs))
+    for prefix, key in (("scale", "per_added_compute_node"), ("imaged", "per_added_imaged_compute_node")):
+        sizes = [(r["slurm_hosts"] - 1, r) for r in report["cases"] if r["case"].startswith(prefix)]
+        if len(sizes) >= 2:
+            report[key] = {name: slope([(n, r[name]) for n, r in sizes])
+                           for name in ("cold_s", "noop_s", "cold_controller_cpu_s", "cold_hosts_cpu_s",
+                                        "noop_controller_cpu_s", "noop_hosts_cpu_s")}
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(report, indent=2) + "\n")
     print(table(report))
