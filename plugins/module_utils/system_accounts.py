@@ -60,9 +60,10 @@ def plan(account, group_entry, user_entry, paths=()):
         commands.append(["usermod", "--uid", str(account["uid"]), "--gid", name,
                          "--home", account["home"], "--shell", account["shell"], name])
     # chown -R does not follow symbolic links (-P), and --from changes only what the old id owns.
-    if paths and user_entry is not None and user_entry[0] != account["uid"]:
+    # Never from root's ids: an account that had them shares its files with root's.
+    if paths and user_entry is not None and user_entry[0] not in (0, account["uid"]):
         commands.append(["chown", "-R", "--from=%d" % user_entry[0], str(account["uid"]), "--"] + list(paths))
-    if paths and group_entry is not None and group_entry[1] != account["gid"]:
+    if paths and group_entry is not None and group_entry[1] not in (0, account["gid"]):
         commands.append(["chown", "-R", "--from=:%d" % group_entry[1], ":%d" % account["gid"], "--"] + list(paths))
     return commands
 

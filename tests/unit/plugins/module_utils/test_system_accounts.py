@@ -50,6 +50,9 @@ def test_files_the_package_ids_own_are_given_the_fixed_ones():
         "chown", "-R", "--from=100", "64029", "--", "/etc/munge"]
     assert plan(MUNGE, ("munge", 64029), (64029, 64029, "/var/lib/munge", "/bin/sh"), paths=["/etc/munge"])[-1][0] == "usermod"
     assert all(argv[0] != "chown" for argv in plan(MUNGE, None, None, paths=["/etc/munge"]))
+    # An account with root's ids shares its files with root: nothing is given away.
+    assert all(argv[0] != "chown" for argv in plan(MUNGE, ("munge", 0), (0, 0, "/nonexistent", "/usr/sbin/nologin"),
+                                                   paths=["/etc/munge"]))
 
 
 def test_the_account_paths_are_the_entries_of_the_state_roots_named_after_it(tmp_path):
