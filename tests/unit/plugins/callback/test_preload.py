@@ -52,7 +52,8 @@ def lazy_module_utils():
 
 def test_every_filter_and_action_plugin_is_loaded():
     result = run_preload()
-    actions = {"hybridhpc.slurm.role_arguments", "hybridhpc.slurm.slurm_config_files", "hybridhpc.slurm.slurm_pam_adopt"}
+    actions = {"hybridhpc.slurm.role_arguments", "hybridhpc.slurm.slurm_config_files", "hybridhpc.slurm.slurm_pam_adopt",
+               "hybridhpc.slurm.slurm_host_facts"}
     expected = {"hybridhpc.slurm." + name for name in filter_names()} | actions
     assert len(expected) > 30
     assert set(result["loaded"]) == expected
@@ -91,6 +92,6 @@ def test_the_repository_configuration_runs_it_in_ansible_playbook(tmp_path):
     count = re.search(r"hybridhpc\.slurm\.preload: (\d+) filters and action plugins imported, (\d+) of its filters kept found",
                       done.stdout)
     assert count, done.stdout
-    assert int(count.group(1)) == len(filter_names()) + 3
+    assert int(count.group(1)) == len(filter_names()) + 4
     # Each filter found once, for every template of the run (plugin_utils/jinja_plugin_cache.py).
     assert int(count.group(2)) == len(filter_names())
