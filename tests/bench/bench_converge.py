@@ -208,6 +208,11 @@ def converge(inventory: Path, env: dict, log_name: str, hosts: list[str] | None 
             "output": res.stdout, "tasks": rows}
 
 
+def probe_hits(tasks: list[dict]) -> int:
+    """How many hosts' facts step the probe answered in one run (the task rows of converge_task_cpu)."""
+    return sum(row.get("probe", {}).get("hit", 0) for row in tasks)
+
+
 def median_run(runs: list[dict]) -> dict:
     """The run whose wall time is the median (the lower middle one of an even count)."""
     ordered = sorted(runs, key=lambda r: r["seconds"])
@@ -251,6 +256,9 @@ def measure(case: str, inventory: Path, connection: str, image: str, noop_runs: 
         return {"case": case, "connection": connection, "slurm_hosts": len(noop["changed"]),
                 "cold_s": round(cold["seconds"], 1), "noop_s": round(noop["seconds"], 1),
                 "noop_runs_s": [round(r["seconds"], 1) for r in runs],
+                # Per no-op run, the facts step's hosts answered by the probe from the last run's kept result
+                # (the first no-op after a cold run keeps it: its facts step found no records to watch yet).
+                "noop_runs_probe_hits": [probe_hits(r["tasks"]) for r in runs],
                 "cold_controller_cpu_s": round(cold["controller_cpu_s"], 1),
                 "cold_hosts_cpu_s": round(cold["hosts_cpu_s"], 1),
                 "noop_controller_cpu_s": round(noop["controller_cpu_s"], 1),
@@ -281,7 +289,8 @@ def table(report: dict) -> str:
     for r in report["cases"]:
         lines.append(f"{r['case']:20} {r['connection']:7} {r['slurm_hosts']:>5} {r['cold_s']:>8} {r['noop_s']:>8}"
                      f" {r['noop_controller_cpu_s']:>16} {r['noop_hosts_cpu_s']:>18}  "
-                     + " ".join(str(x) for x in r.get("noop_runs_s", [r["noop_s"]])))
+                     + " ".join(str(x) for x in r.get("noop_runs_s", [r["noop_s"]]))
+                     + "  (probe hits: %s)" % " ".join(str(x) for x in r.get("noop_runs_probe_hits", [])))
     per = report.get("per_added_compute_node")
     if per:
         lines.append(f"per added compute node: cold {per['cold_s']} s, no-op {per['noop_s']} s"
