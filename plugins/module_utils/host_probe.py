@@ -58,8 +58,9 @@ _open = builtins.open
 _readlink = os.readlink
 
 # Commands the facts and the step checks may run, by basename, with the first argument each may take (None: any).
-# Read-only and cheap: the probe runs them again. ip: the default addresses; systemctl show: the units' states.
-COMMANDS = {"ip": None, "systemctl": ("show",)}
+# Read-only and cheap: the probe runs them again. ip: the default addresses; systemctl show: the units' states;
+# sshd -T: the effective sshd configuration pam_slurm_adopt's record checks read (UsePAM).
+COMMANDS = {"ip": None, "systemctl": ("show",), "sshd": ("-T",)}
 # Name service sources whose data are files this host keeps (pwd and grp read them through NSS).
 LOCAL_NSS = frozenset(["files", "compat", "systemd"])
 ACCOUNT_FILES = ("/etc/passwd", "/etc/group")
@@ -359,6 +360,12 @@ class Observer(object):
 
 def host_observations(observer):
     """What is always observed: this boot of this host, its names and kernel, and dpkg's database."""
+    try:
+        _identity()
+    except (OSError, ValueError, IndexError) as error:
+        # Not Linux, or /proc hidden: a reboot or a new container could not be told.
+        observer.problems.append("no boot id and PID 1 start time (%s)" % error)
+        return
     observer.add("identity", None)
     observer.add("uname", None)
     observer.add("fqdn", None)

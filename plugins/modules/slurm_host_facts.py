@@ -139,6 +139,13 @@ dpkg_installed:
     - Empty when not asked or not an apt host.
   returned: always
   type: str
+unwatched:
+  description:
+    - What the module read that the probe cannot watch (why no result was kept for the next run); empty when
+      one was kept or O(cache) was not given.
+  returned: always
+  type: list
+  elements: str
 probe:
   description:
     - C(hit) when the action plugin's probe found that nothing the module read on the last run changed, and
@@ -297,7 +304,7 @@ def main():
     with watching:
         facts = gather(module)
     result = dict(changed=False, ansible_facts=facts, apt_policy="", installed_versions={}, dpkg_installed="",
-                  step_records_dir="", steps_in_sync={}, probe="")
+                  step_records_dir="", steps_in_sync={}, probe="", unwatched=[])
     apt = facts.get("ansible_pkg_mgr") == "apt"
     if module.params["apt_policy"] and apt:
         result["installed_versions"] = installed_versions(module, module.params["apt_policy"])
@@ -333,6 +340,7 @@ def keep(cache, observer, result):
         # Where the step records go: none yet on a new host (its first steps make the directory).
         return
     if observer.problems:
+        result["unwatched"] = observer.problems
         host_probe.drop_cache(cache["path"])
         return
     kept = dict(result)

@@ -63,7 +63,7 @@ def test_the_next_run_takes_the_kept_result_until_something_the_module_read_move
     assert stat.S_IMODE(kept.stat().st_mode) == 0o600
 
     second = facts_step(tmp_path)
-    assert second["probe"] == "hit"
+    assert second["probe"] == "hit" and first["unwatched"] == [] == second["unwatched"]
     for key in ("ansible_facts", "dpkg_installed", "installed_versions", "steps_in_sync", "step_records_dir",
                 "apt_policy", "file"):
         assert second[key] == first[key], key
@@ -91,7 +91,9 @@ def test_facts_the_probe_cannot_follow_remove_the_kept_result_and_check_mode_kee
     assert (tmp_path / "records.host-facts").exists()
     # Gathered by the lean collectors with no command, but from sched_getaffinity, which no file shows.
     unwatched = FACTS + ["processor_nproc"]
-    assert facts_step(tmp_path, facts=unwatched)["probe"] == "the task's arguments or the collection changed"
+    result = facts_step(tmp_path, facts=unwatched)
+    assert result["probe"] == "the task's arguments or the collection changed"
+    assert result["unwatched"] == ["facts processor_nproc"]
     assert not (tmp_path / "records.host-facts").exists()
     assert facts_step(tmp_path, facts=unwatched)["probe"] == "no kept result"
 

@@ -93,7 +93,9 @@ def test_only_ip_and_systemctl_show_are_commands_the_probe_runs_again():
     assert host_probe.command_allowed(["/usr/bin/systemctl", "show", "--property=ActiveState", "--", "munge"])
     assert not host_probe.command_allowed(["/usr/bin/systemctl", "restart", "munge"])
     assert not host_probe.command_allowed(["/usr/bin/systemctl"])
-    assert not host_probe.command_allowed(["/usr/sbin/sshd", "-T"])
+    assert host_probe.command_allowed(["sshd", "-T"])
+    assert not host_probe.command_allowed(["/usr/sbin/sshd", "-D"])
+    assert not host_probe.command_allowed(["/usr/sbin/apt-cache", "policy", "slurm-client"])
     assert not host_probe.command_allowed([])
 
 
@@ -146,9 +148,9 @@ def test_the_observer_notes_each_path_read_listed_or_stated_and_each_allowed_com
 def test_a_command_the_probe_cannot_run_again_or_accounts_from_a_directory_make_it_uncacheable(tmp_path, monkeypatch):
     module = FakeModule()
     with host_probe.Observer(module) as observer:
-        module.run_command(["/usr/sbin/sshd", "-T"])
+        module.run_command(["/usr/bin/lscpu"])
         module.run_command("dpkg --status tzdata | grep Provides")
-    assert observer.problems == ["ran /usr/sbin/sshd -T", "ran dpkg --status tzdata | grep Provides"]
+    assert observer.problems == ["ran /usr/bin/lscpu", "ran dpkg --status tzdata | grep Provides"]
 
     nsswitch = tmp_path / "nsswitch.conf"
     nsswitch.write_text("passwd: files systemd\ngroup: files [SUCCESS=merge] systemd\nhosts: files dns\n")
@@ -217,6 +219,16 @@ def test_this_boot_of_this_host_is_always_observed(tmp_path):
     with open("/proc/sys/kernel/random/boot_id") as handle:
         assert boot == handle.read().strip()
     assert pid1_start.isdigit()
+
+
+def test_without_a_boot_id_nothing_is_kept(monkeypatch):
+    def hidden():
+        raise OSError(2, "No such file or directory")
+
+    monkeypatch.setattr(host_probe, "_identity", hidden)
+    with host_probe.Observer() as observer:
+        host_probe.host_observations(observer)
+    assert observer.problems == ["no boot id and PID 1 start time ([Errno 2] No such file or directory)"]
 
 
 def test_unwatched_facts_name_what_the_observations_cannot_follow():
