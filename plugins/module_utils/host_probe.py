@@ -33,6 +33,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import base64
 import builtins
 import errno
 import grp
@@ -376,8 +377,7 @@ def host_observations(observer):
 
 
 def read_file(path):
-    import base64
-
+    """path's content base64-encoded, as slurp returns it (the module's ``file`` option, and the probe's)."""
     try:
         with _open(path, "rb") as handle:
             return {"exists": True, "content": base64.b64encode(handle.read()).decode("ascii")}

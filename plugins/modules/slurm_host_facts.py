@@ -177,7 +177,6 @@ file:
       type: str
 """
 
-import base64
 import contextlib
 import fnmatch
 import os
@@ -251,14 +250,6 @@ def gather(module):
         return collector.collect(module=module)
 
 
-def read_file(path):
-    try:
-        with open(path, "rb") as handle:
-            return {"exists": True, "content": base64.b64encode(handle.read()).decode("ascii")}
-    except (IOError, OSError):
-        return {"exists": False, "content": ""}
-
-
 def installed_versions(module, packages):
     """``{package: version}`` for those of ``packages`` dpkg has installed (status ``?i``, held or not).
 
@@ -321,7 +312,7 @@ def main():
             module.fail_json(msg="dpkg-query failed (rc %d): %s" % (rc, (err or out).strip()))
         result["dpkg_installed"] = out
     if module.params["file"]:
-        result["file"] = read_file(module.params["file"])
+        result["file"] = host_probe.read_file(module.params["file"])
     if module.params["step_records"]:
         result["step_records_dir"] = module.params["step_records"]
         with watching:
