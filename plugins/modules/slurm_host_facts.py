@@ -83,8 +83,8 @@ options:
         without Ansible's module machinery and returns this result unchanged when none of it moved
         (C(module_utils/host_probe.py)); otherwise the module runs again.
       - Set by the action plugin when O(step_records) is given, not by hand. Nothing is kept in check mode. When
-        something read cannot be watched (a command other than C(ip) or C(systemctl show), accounts from a
-        directory service, SELinux, C(apt-cache) run because a package is missing), any kept result is removed
+        something read cannot be watched (a command other than C(ip), C(systemctl show) or C(sshd -T), accounts
+        from a directory service, SELinux, C(apt-cache) run because a package is missing), any kept result is removed
         instead, and the next run runs the module.
     type: dict
     suboptions:
