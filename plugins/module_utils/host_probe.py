@@ -48,7 +48,6 @@ import stat
 import subprocess
 import sys
 
-CACHE_NAME = "host-facts.cache"
 CACHE_VERSION = 1
 
 # The real functions: an Observer replaces these names on os and builtins.
@@ -79,30 +78,6 @@ _KEPT_LINES = {
 }
 # Address lifetimes count down (DHCP, SLAAC), route caches expire.
 _COMMAND_NOISE = re.compile(r"\b(valid_lft|preferred_lft|expires)\s+\S+")
-
-
-# The facts whose sources the observations follow: those lean_facts gathers with only their own collectors
-# (FACT_COLLECTORS), but processor_nproc (the CPUs this process may run on: sched_getaffinity, not a file).
-# The /proc normalizations above keep what these facts are made of, and only that.
-WATCHED_FACTS = frozenset([
-    "distribution", "distribution_release", "distribution_major_version", "distribution_version",
-    "distribution_file_variety", "os_family", "architecture", "hostname", "nodename", "fqdn", "domain", "kernel",
-    "system", "pkg_mgr", "service_mgr", "virtualization_type", "virtualization_role", "default_ipv4",
-    "default_ipv6", "processor", "processor_vcpus", "processor_count", "processor_cores",
-    "processor_threads_per_core", "memtotal_mb", "swaptotal_mb", "local", "module_setup"])
-WATCHED_SUBSETS = frozenset(["min", "all", "hardware", "virtual", "network"])
-
-
-def unwatched_facts(filter_spec, gather_subset):
-    """What of a facts request the observations cannot follow (empty when all of it)."""
-    if not filter_spec:
-        return ["all facts (no filter)"]
-    unwatched = [subset for subset in gather_subset or [] if subset not in WATCHED_SUBSETS]
-    for pattern in filter_spec:
-        fact = pattern[len("ansible_"):] if pattern.startswith("ansible_") else pattern
-        if fact not in WATCHED_FACTS:
-            unwatched.append(pattern)
-    return unwatched
 
 
 def _stat_fields(st):
@@ -274,7 +249,7 @@ class Observer(object):
         self.add("listdir", os.path.abspath(os.fsdecode(path if path is not None else ".")))
 
     def accounts(self):
-        if ["path", NSSWITCH] in self.keys:
+        if ("path", json.dumps(NSSWITCH)) in self._seen:
             return
         for name in ACCOUNT_FILES + (NSSWITCH,):
             self.add("path", name)

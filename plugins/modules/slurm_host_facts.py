@@ -93,8 +93,8 @@ options:
         type: path
         required: true
       key:
-        description: The digest of the task's arguments, the collection's code and Ansible's version, which the
-          probe must be given to take the kept result.
+        description: The digest of the task's arguments, the collection's code, Ansible's version and the
+          interpreter, which the probe must be given to take the kept result.
         type: str
         required: true
 attributes:
@@ -289,7 +289,7 @@ def main():
         host_probe.host_observations(observer)
         if module.selinux_enabled():
             observer.problems.append("SELinux labels")
-        unwatched = host_probe.unwatched_facts(module.params["filter"], module.params["gather_subset"])
+        unwatched = lean_facts.unwatched_facts(module.params["filter"], module.params["gather_subset"])
         if unwatched:
             observer.problems.append("facts %s" % ", ".join(unwatched))
     with watching:

@@ -231,15 +231,6 @@ def test_without_a_boot_id_nothing_is_kept(monkeypatch):
     assert observer.problems == ["no boot id and PID 1 start time ([Errno 2] No such file or directory)"]
 
 
-def test_unwatched_facts_name_what_the_observations_cannot_follow():
-    assert host_probe.unwatched_facts(["distribution", "ansible_memtotal_mb", "default_ipv4", "local"],
-                                      ["min", "hardware", "virtual", "network"]) == []
-    assert host_probe.unwatched_facts(["memfree_mb", "processor_nproc", "mounts"], ["all"]) == [
-        "memfree_mb", "processor_nproc", "mounts"]
-    assert host_probe.unwatched_facts([], ["all"]) == ["all facts (no filter)"]
-    assert host_probe.unwatched_facts(["distribution"], ["!all"]) == ["!all"]
-
-
 @pytest.mark.parametrize("answer", [{"miss": "x"}, {"result": {"changed": False}}])
 def test_main_prints_one_json_answer(tmp_path, capsys, monkeypatch, answer):
     monkeypatch.setattr(host_probe, "probe", lambda request: answer)

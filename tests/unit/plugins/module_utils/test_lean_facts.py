@@ -158,3 +158,12 @@ def test_only_the_interfaces_of_the_default_addresses_are_read():
     else:
         assert read == []
     assert not [argv for argv in gathered["commands"] if argv[1:4] == ["-4", "route", "show"]]
+
+
+def test_unwatched_facts_name_what_the_observations_cannot_follow():
+    assert lean_facts.unwatched_facts(["distribution", "ansible_memtotal_mb", "default_ipv4", "local"],
+                                      ["min", "hardware", "virtual", "network"]) == []
+    assert lean_facts.unwatched_facts(["memfree_mb", "processor_nproc", "mounts"], ["all"]) == [
+        "memfree_mb", "processor_nproc", "mounts"]
+    assert lean_facts.unwatched_facts([], ["all"]) == ["all facts (no filter)"]
+    assert lean_facts.unwatched_facts(["distribution"], ["!all"]) == ["!all"]
