@@ -77,6 +77,13 @@ def _unit_state(module, systemctl, name):
     return systemd_unit.parse_show(out)
 
 
+# Debian's munge and slurmd ship a SysV init script beside their unit, and
+# `systemctl enable` then also runs systemd-sysv-install (update-rc.d, Perl):
+# twice the CPU of the enable itself, for rc links a systemd host never reads.
+# systemd skips that hook when told to; the unit's own state is the same.
+ENABLE_ENVIRONMENT = {"SYSTEMCTL_SKIP_SYSV": "1"}
+
+
 def _run_service(module, service, files_changed):
     """Enable, start or restart the unit of one service entry; the verbs run (or that would, in check mode)."""
     systemctl = module.get_bin_path("systemctl", required=True)
@@ -88,11 +95,17 @@ def _run_service(module, service, files_changed):
     if not module.check_mode:
         for verb in actions:
             argv = [systemctl, verb] if verb == "daemon-reload" else [systemctl, verb, "--", service["name"]]
-            rc, out, err = module.run_command(argv)
+            rc, out, err = module.run_command(argv, environ_update=ENABLE_ENVIRONMENT if verb == "enable" else None)
             if rc != 0:
                 module.fail_json(msg="systemctl %s %s failed: %s" % (verb, service["name"], (err or out).strip()),
                                  service_actions=actions)
-        if service["applied_markers_dir"] and set(actions) & {"start", "restart"}:
+        started = set(actions) & {"start", "restart"}
+        if service.get("wait_port") and started and not systemd_unit.wait_until_listening(
+                service["wait_port"], service["wait_timeout"]):
+            module.fail_json(msg="%s started but nothing listens on port %s after %s s: see journalctl -u %s" % (
+                service["name"], service["wait_port"], service["wait_timeout"], service["name"]),
+                service_actions=actions)
+        if service["applied_markers_dir"] and started:
             for name in config_files.MARKERS:
                 path = config_files.marker_path(service["applied_markers_dir"], name)
                 if os.path.exists(path):

@@ -15,6 +15,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import socket
+import time
+
 SHOW_PROPERTIES = ("LoadState", "ActiveState", "UnitFileState", "NeedDaemonReload", "DropInPaths")
 
 # As ansible.builtin.systemd_service: a unit on its way up counts as running.
@@ -77,12 +80,34 @@ def unit_actions(name, state, enabled, wanted, files_changed, restart_on_change,
     if state.get("UnitFileState") == "masked":
         return [], "unit %s is masked: unmask it (systemctl unmask %s) or let the inventory stop managing it" % (name, name)
     unloaded = missing_drop_ins(state, drop_ins)
-    actions = ["daemon-reload"] if state.get("NeedDaemonReload") == "yes" or unloaded else []
+    # `systemctl enable` reloads systemd's units once it made the links: the
+    # reload a changed unit or new drop-in needs, without a second one (each
+    # costs systemd a read of every unit file).
     if enabled and state.get("UnitFileState") not in ENABLED:
-        actions.append("enable")
+        actions = ["enable"]
+    else:
+        actions = ["daemon-reload"] if state.get("NeedDaemonReload") == "yes" or unloaded else []
     running = state.get("ActiveState") in RUNNING
     if wanted == "restarted" or (running and ((files_changed and restart_on_change) or unloaded)):
         actions.append("restart")
     elif not running:
         actions.append("start")
     return actions, None
+
+
+def wait_until_listening(port, timeout, host="127.0.0.1", clock=time.monotonic, sleep=time.sleep):
+    """Whether something accepts TCP connections on host:port within timeout seconds (polled every tenth).
+
+    A daemon's unit says "started" before the daemon listens (slurmd probes its
+    hardware first): the step returns once the port answers, so the next task
+    (slurmctld's reconfigure, a job) finds the daemon there.
+    """
+    deadline = clock() + timeout
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=1):
+                return True
+        except OSError:
+            if clock() >= deadline:
+                return False
+        sleep(0.1)

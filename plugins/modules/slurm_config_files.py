@@ -165,7 +165,10 @@ options:
         choices: [started, restarted]
         default: started
       enabled:
-        description: Enable the unit at boot when it is not; with C(false) its boot setting is left as it is.
+        description:
+          - Enable the unit at boot when it is not; with C(false) its boot setting is left as it is.
+          - The enable leaves out Debian's SysV hook (C(SYSTEMCTL_SKIP_SYSV)). The rc links of the package's init script
+            are not touched, since systemd does not read them for a unit it has.
         type: bool
         default: true
       restart_on_change:
@@ -185,6 +188,16 @@ options:
           - Where the pending restart/reconfigure markers of O(markers_dir) live. Once the daemon started or
             restarted here, it read every file, so the markers there go (the change they kept is applied).
         type: path
+      wait_port:
+        description:
+          - The TCP port the daemon listens on. After this step started or restarted it, the step waits until the port
+            accepts connections on 127.0.0.1 (as M(ansible.builtin.wait_for) would), and fails after
+            O(service.wait_timeout) seconds. A daemon this step did not start is not waited for.
+        type: int
+      wait_timeout:
+        description: Seconds O(service.wait_port) may take to answer.
+        type: int
+        default: 60
   services:
     description:
       - More systemd units these files are for (a path unit and a timer, say), each kept running as O(service) is,
@@ -266,6 +279,8 @@ SERVICE_OPTIONS = dict(
     restart_on_change=dict(type="bool", default=True),
     drop_ins=dict(type="list", elements="path", default=[]),
     applied_markers_dir=dict(type="path"),
+    wait_port=dict(type="int"),
+    wait_timeout=dict(type="int", default=60),
 )
 
 

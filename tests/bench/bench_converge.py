@@ -148,18 +148,26 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def container_cpu_seconds(names: list[str]) -> float:
-    """CPU the named containers have used so far (their cgroups: v1 cpuacct, or v2 cpu.stat)."""
+def container_cpu_files(names: list[str]) -> list[Path]:
+    """The cgroup files holding the named containers' CPU use: v1 cpuacct.usage, or v2 cpu.stat."""
     res = run(["docker", "inspect", "-f", "{{.Id}}", *names])
-    total = 0.0
+    files = []
     for cid in res.stdout.split():
         v1 = Path(f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage")
         v2 = Path(f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/cpu.stat")
-        if v1.exists():
-            total += int(v1.read_text()) / 1e9
-        elif v2.exists():
-            usage = re.search(r"^usage_usec (\d+)", v2.read_text(), re.M)
+        files.extend(path for path in (v1, v2) if path.exists())
+    return files
+
+
+def container_cpu_seconds(names: list[str]) -> float:
+    """CPU the named containers have used so far."""
+    total = 0.0
+    for path in container_cpu_files(names):
+        if path.name == "cpu.stat":
+            usage = re.search(r"^usage_usec (\d+)", path.read_text(), re.M)
             total += int(usage.group(1)) / 1e6 if usage else 0.0
+        else:
+            total += int(path.read_text()) / 1e9
     return total
 
 
@@ -186,7 +194,8 @@ def converge(inventory: Path, env: dict, log_name: str, hosts: list[str] | None 
     LOGS.mkdir(parents=True, exist_ok=True)
     task_cpu = LOGS / (log_name.rsplit(".", 1)[0] + "-task-cpu.json")
     task_cpu.unlink(missing_ok=True)
-    env = dict(callbacks_env(env), HYBRIDHPC_BENCH_TASK_CPU=str(task_cpu))
+    env = dict(callbacks_env(env), HYBRIDHPC_BENCH_TASK_CPU=str(task_cpu),
+               HYBRIDHPC_BENCH_HOST_CPU_FILES=os.pathsep.join(str(f) for f in (container_cpu_files(hosts) if hosts else [])))
     hosts_cpu = container_cpu_seconds(hosts) if hosts else 0.0
     cpu = children_cpu()
     start = time.monotonic()

@@ -8,6 +8,11 @@ the controller spent from its start to the next task's start: ansible-playbook
 itself plus its reaped children (the worker processes of that task, which do
 the templating, and their ssh or docker clients). The ssh ControlMaster
 processes outlive the run and are not counted.
+
+When E(HYBRIDHPC_BENCH_HOST_CPU_FILES) names the lab containers' cgroup CPU
+files (os.pathsep between them), each task also gets C(hosts_cpu_s): the CPU
+the lab's hosts spent over the same span (modules, the daemons they started,
+sshd).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ name: converge_task_cpu
 type: aggregate
 short_description: the controller's CPU per task (benchmark use)
 description:
-  - Writes C([{"task", "cpu_s", "hosts"}]) to the file named by E(HYBRIDHPC_BENCH_TASK_CPU).
+  - Writes C([{"task", "cpu_s", "hosts_cpu_s", "hosts"}]) to the file named by E(HYBRIDHPC_BENCH_TASK_CPU).
 requirements: []
 """
 
@@ -32,6 +37,24 @@ def _cpu_seconds() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _hosts_cpu_seconds(files: list[str]) -> float:
+    """The lab hosts' CPU so far: cgroup v1 cpuacct.usage (ns) or v2 cpu.stat usage_usec."""
+    total = 0.0
+    for path in files:
+        try:
+            with open(path, encoding="ascii") as handle:
+                text = handle.read()
+        except OSError:
+            continue
+        if path.endswith("cpu.stat"):
+            for line in text.splitlines():
+                if line.startswith("usage_usec "):
+                    total += int(line.split()[1]) / 1e6
+        else:
+            total += int(text) / 1e9
+    return total
 
 
 class CallbackModule(CallbackBase):
@@ -45,14 +68,20 @@ class CallbackModule(CallbackBase):
         self._rows: list[dict] = []
         self._current: dict | None = None
         self._mark = _cpu_seconds()
+        self._host_files = [f for f in os.environ.get("HYBRIDHPC_BENCH_HOST_CPU_FILES", "").split(os.pathsep) if f]
+        self._host_mark = _hosts_cpu_seconds(self._host_files)
 
     def _start(self, name: str | None) -> None:
         now = _cpu_seconds()
+        host_now = _hosts_cpu_seconds(self._host_files) if self._host_files else 0.0
         if self._current is not None:
             self._current["cpu_s"] = round(now - self._mark, 4)
+            if self._host_files:
+                self._current["hosts_cpu_s"] = round(host_now - self._host_mark, 4)
             self._rows.append(self._current)
         self._current = None if name is None else {"task": name, "hosts": {}}
         self._mark = now
+        self._host_mark = host_now
 
     def _count(self, status: str) -> None:
         if self._current is not None:

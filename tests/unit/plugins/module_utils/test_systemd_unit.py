@@ -61,7 +61,9 @@ def test_parse_show_units_takes_each_block_for_the_unit_asked_in_its_place():
     (STOPPED, {"wanted": "restarted"}, ["enable", "restart"]),
     # A drop-in written since systemd last read the unit: reloaded first, then (re)started with it.
     (dict(RUNNING, NeedDaemonReload="yes"), {"files_changed": True}, ["daemon-reload", "restart"]),
-    (dict(STOPPED, NeedDaemonReload="yes"), {}, ["daemon-reload", "enable", "start"]),
+    # The enable reloads systemd's units itself: no second reload.
+    (dict(STOPPED, NeedDaemonReload="yes"), {}, ["enable", "start"]),
+    (dict(STOPPED, NeedDaemonReload="yes", UnitFileState="enabled"), {}, ["daemon-reload", "start"]),
     (dict(RUNNING, NeedDaemonReload="no"), {}, []),
     # Check mode on a host whose package this run would install: it would be enabled and started.
     ({"LoadState": "not-found", "ActiveState": "inactive"}, {"check_mode": True}, ["enable", "start"]),
@@ -90,9 +92,30 @@ DROP_IN = "/etc/systemd/system/slurmrestd.service.d/override.conf"
 @pytest.mark.parametrize("state, expected", [
     # systemd 252 started the unit before the drop-in's directory existed and does not say NeedDaemonReload.
     (dict(RUNNING, NeedDaemonReload="no", DropInPaths=""), ["daemon-reload", "restart"]),
-    (dict(STOPPED, NeedDaemonReload="no"), ["daemon-reload", "enable", "start"]),
+    (dict(STOPPED, NeedDaemonReload="no"), ["enable", "start"]),
+    (dict(STOPPED, NeedDaemonReload="no", UnitFileState="enabled"), ["daemon-reload", "start"]),
     # Loaded with it: nothing to do.
     (dict(RUNNING, NeedDaemonReload="no", DropInPaths="/run/x.conf " + DROP_IN), []),
 ])
 def test_a_drop_in_systemd_has_not_loaded_makes_it_reload_and_the_daemon_restart(state, expected):
     assert systemd_unit.unit_actions("slurmrestd", state, True, "started", False, True, False, [DROP_IN]) == (expected, None)
+
+
+def test_wait_until_listening_returns_once_the_port_accepts_and_gives_up_at_the_deadline():
+    import socket
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        port = server.getsockname()[1]
+        assert systemd_unit.wait_until_listening(port, timeout=5)
+    # Nothing listens there any more: polled until the (fake) clock passes the deadline.
+    now = [0.0]
+    sleeps = []
+
+    def sleep(seconds):
+        sleeps.append(seconds)
+        now[0] += seconds
+
+    assert not systemd_unit.wait_until_listening(port, timeout=1, clock=lambda: now[0], sleep=sleep)
+    assert 9 <= len(sleeps) <= 11

@@ -167,7 +167,7 @@ def test_logs_are_created_empty_once_and_their_content_never_touched(run_module,
 # unit's state in a file and logs the verbs it was given (the real systemd is
 # exercised by the molecule scenarios: munge and slurmd on every lab node).
 SYSTEMCTL = """#!/usr/bin/env python3
-import json, sys
+import json, os, sys
 state_file, log_file = sys.argv[0] + ".state", sys.argv[0] + ".log"
 state = json.load(open(state_file))
 args = [a for a in sys.argv[1:] if a != "--"]
@@ -182,6 +182,7 @@ if args[0] == "show":
     open(sys.argv[0] + ".shows", "a").write(" ".join(names) + "\\n")
     sys.exit(0)
 open(log_file, "a").write(" ".join(args) + "\\n")
+open(sys.argv[0] + ".sysv", "a").write("%s %s\\n" % (args[0], os.environ.get("SYSTEMCTL_SKIP_SYSV", "-")))
 if state.get("fail") == args[0]:
     print("Job for %s failed." % args[1], file=sys.stderr)
     sys.exit(1)
@@ -189,7 +190,8 @@ if args[0] in ("start", "restart"):
     unit["ActiveState"] = "active"
 if args[0] == "enable":
     unit["UnitFileState"] = "enabled"
-if args[0] == "daemon-reload":
+# As systemd's: an enable reloads the units once it made its links.
+if args[0] in ("daemon-reload", "enable"):
     for unit in [state] + list(state.get("units", {}).values()):
         unit["NeedDaemonReload"] = "no"
         unit["DropInPaths"] = unit.get("DropInPaths_on_disk", unit.get("DropInPaths", ""))
@@ -215,6 +217,12 @@ def systemctl(tmp_path, monkeypatch):
         @staticmethod
         def verbs():
             log = bin_dir / "systemctl.log"
+            return log.read_text().splitlines() if log.exists() else []
+
+        @staticmethod
+        def skip_sysv():
+            """Each verb run, with the SYSTEMCTL_SKIP_SYSV it ran with ("-": not set)."""
+            log = bin_dir / "systemctl.sysv"
             return log.read_text().splitlines() if log.exists() else []
 
         @staticmethod
@@ -244,6 +252,8 @@ def test_the_daemon_starts_once_its_files_are_in_place_then_nothing_happens(run_
     again = run_module(key_args(tmp_path))
     assert not again["changed"] and again["service_actions"] == []
     assert systemctl.verbs() == ["enable munge", "start munge"]
+    # The enable without Debian's SysV hook (update-rc.d); nothing else is told to skip it.
+    assert systemctl.skip_sysv() == ["enable 1", "start -"]
 
 
 def test_a_changed_file_restarts_the_running_daemon_and_check_mode_only_says_so(run_module, tmp_path, systemctl):
@@ -269,6 +279,23 @@ def test_the_secret_never_shows_and_a_failed_start_says_which_verb(run_module, t
     result = run_module(key_args(tmp_path))
     assert result["failed"] and result["msg"] == "systemctl start munge failed: Job for munge failed."
     assert KEY not in json.dumps(result)
+
+
+def test_a_started_daemon_is_waited_for_on_its_port_and_one_left_running_is_not(run_module, tmp_path, systemctl):
+    import socket
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        port = server.getsockname()[1]
+        started = run_module(key_args(tmp_path, wait_port=port, wait_timeout=5))
+        assert started["service_actions"] == ["enable", "start"] and not started.get("failed")
+    # The port closed: a run that starts nothing does not wait...
+    assert run_module(key_args(tmp_path, wait_port=port, wait_timeout=1))["service_actions"] == []
+    # ...one that restarts the daemon does, and fails naming the unit and where to look.
+    failed = run_module(key_args(tmp_path, key="bmV3IGtleQ==", wait_port=port, wait_timeout=1))
+    assert failed["failed"] and failed["service_actions"] == ["restart"]
+    assert failed["msg"] == "munge started but nothing listens on port %d after 1 s: see journalctl -u munge" % port
 
 
 def test_an_unknown_unit_fails_but_check_mode_on_a_new_host_says_it_would_start(run_module, tmp_path, systemctl):
