@@ -233,9 +233,19 @@ KINDS = {
 }
 
 
+def _started(unit):
+    return dict(unit, state="started") if isinstance(unit, dict) and unit.get("state") == "restarted" else unit
+
+
 def record_params(params):
-    """The step's params as its record keeps them: each file's content replaced by the SHA-256 of its bytes."""
+    """The step's params as its record keeps them: each file's content replaced by the SHA-256 of its bytes, and a
+    unit the step restarted as one kept running (checked again, the record asks that it runs, not another
+    restart)."""
     kept = dict(params)
+    if kept.get("service"):
+        kept["service"] = _started(kept["service"])
+    if isinstance(kept.get("services"), list):
+        kept["services"] = [_started(unit) for unit in kept["services"]]
     files = []
     for spec in params["files"]:
         data, _secret = wanted_bytes(spec)
@@ -329,22 +339,42 @@ def verified_steps(module, directory):
     return steps
 
 
-def _without_restart_on_change(unit):
-    if isinstance(unit, dict) and "restart_on_change" in unit:
-        return {key: value for key, value in unit.items() if key != "restart_on_change"}
+# A unit's options that a record's digest leaves out (args_digest).
+UNDIGESTED_UNIT_OPTIONS = ("restart_on_change", "state")
+
+
+def _digested_unit(unit):
+    if isinstance(unit, dict):
+        return {key: value for key, value in unit.items() if key not in UNDIGESTED_UNIT_OPTIONS}
     return unit
+
+
+def _units(args):
+    units = [args.get("service")] + list(args.get("services") or [])
+    return [unit for unit in units if isinstance(unit, dict)]
+
+
+def asks_restart(args):
+    """Whether the step's arguments ask a unit to restart (state restarted): never answered from a record."""
+    return any(unit.get("state") == "restarted" for unit in _units(args))
 
 
 def args_digest(args, code):
     """The digest that keys a record: the task's arguments (as the module gets them) and the code that runs them.
 
-    A unit's ``restart_on_change`` is left out. It decides only what a changed file does to a running daemon, and a
-    record is taken only when no file would change; the roles turn it off in the run that installs the daemon (its
-    first start reads the new files), so with it in, every node's first run after that one missed its record."""
+    A unit's ``restart_on_change`` and ``state`` are left out:
+
+    - ``restart_on_change`` decides only what a changed file does to a running daemon, and a record is taken only
+      when no file would change; the roles turn it off in the run that installs the daemon (its first start reads
+      the new files), so with it in, every node's first run after that one missed its record.
+    - ``state``: a step that asks for a restart is never answered from a record (:func:`asks_restart`), and one
+      that ran the restart keeps the unit as started (:func:`record_params`). With it in, the run after every
+      change that needed a restart missed the record of each daemon's step, and ran it for nothing.
+    """
     kept = dict(args)
     if "service" in kept:
-        kept["service"] = _without_restart_on_change(kept["service"])
+        kept["service"] = _digested_unit(kept["service"])
     if isinstance(kept.get("services"), list):
-        kept["services"] = [_without_restart_on_change(unit) for unit in kept["services"]]
+        kept["services"] = [_digested_unit(unit) for unit in kept["services"]]
     text = json.dumps({"args": kept, "code": code}, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

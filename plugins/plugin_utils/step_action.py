@@ -83,7 +83,10 @@ class StepAction(ActionBase):
             step = step_name(self._task)
             digest = config_step.args_digest(args, code_digest(self.MODULE))
             host = task_vars.get("inventory_hostname")
-            if (read.get("steps_in_sync") or {}).get(step) == digest and run_changes.unchanged(host):
+            # A restart asked for (a change elsewhere in the cluster needs it) is
+            # done, whatever the record: its digest does not tell it from a start.
+            if ((read.get("steps_in_sync") or {}).get(step) == digest and run_changes.unchanged(host)
+                    and not config_step.asks_restart(args)):
                 result.update(self.unchanged_result(args), msg=IN_SYNC_MSG)
                 return result
             args["record"] = {"dir": records_dir, "step": step, "digest": digest}

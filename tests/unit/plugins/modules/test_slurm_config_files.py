@@ -552,12 +552,30 @@ def test_restart_on_change_is_not_in_a_records_digest_and_changes_nothing_for_a_
     units = dict(fresh, services=[{"name": "power.path", "restart_on_change": False}])
     assert config_step.args_digest(units, "code") == config_step.args_digest(
         dict(units, services=[{"name": "power.path", "restart_on_change": True}]), "code")
-    # Everything else about a unit still counts.
-    for other in (dict(later["service"], state="restarted"), dict(later["service"], name="slurmctld"),
-                  dict(later["service"], enabled=False)):
+    # Everything else about a unit still counts (its state does not: test_a_restart_asked_for_...).
+    for other in (dict(later["service"], name="slurmctld"), dict(later["service"], enabled=False)):
         assert config_step.args_digest(dict(later, service=other), "code") != config_step.args_digest(later, "code")
 
     run_module(with_record(fresh, tmp_path))
     systemctl.set(LoadState="loaded", ActiveState="active", UnitFileState="enabled")
     assert in_sync() == {"s1": "d1"}
     assert run_module(later) == config_step.unchanged_result(later)
+
+
+def test_a_restart_keeps_a_record_of_a_running_unit_that_the_next_run_with_a_start_takes(
+        run_module, in_sync, tmp_path, systemctl):
+    """A change that needed a restart: the step restarts the daemon, and its record asks only that the daemon runs.
+    The next run (state started again) takes it; a restart asked for again never does (step_action)."""
+    from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_step
+
+    systemctl.set(LoadState="loaded", ActiveState="active", UnitFileState="enabled")
+    restart = dict(full_step(tmp_path), service=dict(full_step(tmp_path)["service"], state="restarted"))
+    start = dict(restart, service=dict(restart["service"], state="started"))
+    assert config_step.args_digest(restart, "code") == config_step.args_digest(start, "code")
+    assert config_step.asks_restart(restart) and not config_step.asks_restart(start)
+    assert config_step.asks_restart(dict(start, services=[{"name": "power.path", "state": "restarted"}]))
+    assert run_module(with_record(restart, tmp_path))["service_actions"] == ["restart"]
+    record = json.loads((tmp_path / "records" / "s1.json").read_text())
+    assert record["params"]["service"]["state"] == "started"
+    assert in_sync() == {"s1": "d1"}
+    assert run_module(start) == config_step.unchanged_result(start)
