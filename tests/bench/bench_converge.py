@@ -51,6 +51,9 @@ from pathlib import Path
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "callbacks"))
+from converge_task_cpu import hosts_cpu_seconds  # noqa: E402  (the callback's reader: one parser of cgroup CPU files)
+
 ROOT = Path(__file__).resolve().parents[2]
 LABCTL = ROOT / "lab" / "labctl.py"
 OUT = ROOT / ".cache" / "bench" / "converge.json"
@@ -159,18 +162,6 @@ def container_cpu_files(names: list[str]) -> list[Path]:
     return files
 
 
-def container_cpu_seconds(names: list[str]) -> float:
-    """CPU the named containers have used so far."""
-    total = 0.0
-    for path in container_cpu_files(names):
-        if path.name == "cpu.stat":
-            usage = re.search(r"^usage_usec (\d+)", path.read_text(), re.M)
-            total += int(usage.group(1)) / 1e6 if usage else 0.0
-        else:
-            total += int(path.read_text()) / 1e9
-    return total
-
-
 def callbacks_env(env: dict) -> dict:
     """env with the benchmark's task CPU callback enabled beside ansible.cfg's own callbacks."""
     config = configparser.ConfigParser(interpolation=None)
@@ -194,9 +185,11 @@ def converge(inventory: Path, env: dict, log_name: str, hosts: list[str] | None 
     LOGS.mkdir(parents=True, exist_ok=True)
     task_cpu = LOGS / (log_name.rsplit(".", 1)[0] + "-task-cpu.json")
     task_cpu.unlink(missing_ok=True)
+    # One docker inspect per run: the callback and the whole-run figure read the same files.
+    cpu_files = [str(f) for f in container_cpu_files(hosts)] if hosts else []
     env = dict(callbacks_env(env), HYBRIDHPC_BENCH_TASK_CPU=str(task_cpu),
-               HYBRIDHPC_BENCH_HOST_CPU_FILES=os.pathsep.join(str(f) for f in (container_cpu_files(hosts) if hosts else [])))
-    hosts_cpu = container_cpu_seconds(hosts) if hosts else 0.0
+               HYBRIDHPC_BENCH_HOST_CPU_FILES=os.pathsep.join(cpu_files))
+    hosts_cpu = hosts_cpu_seconds(cpu_files)
     cpu = children_cpu()
     start = time.monotonic()
     playbook = shutil.which("ansible-playbook", path=env.get("PATH")) or str(ROOT / ".venv" / "bin" / "ansible-playbook")
@@ -205,7 +198,7 @@ def converge(inventory: Path, env: dict, log_name: str, hosts: list[str] | None 
     # ansible-playbook, its workers and ssh: the Ansible controller's share of
     # the machine (the containers' own CPU is not in it).
     cpu = children_cpu() - cpu
-    hosts_cpu = container_cpu_seconds(hosts) - hosts_cpu if hosts else 0.0
+    hosts_cpu = hosts_cpu_seconds(cpu_files) - hosts_cpu
     LOGS.mkdir(parents=True, exist_ok=True)
     (LOGS / log_name).write_text(res.stdout + res.stderr)
     if res.returncode != 0:

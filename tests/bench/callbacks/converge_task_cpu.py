@@ -39,8 +39,11 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def _hosts_cpu_seconds(files: list[str]) -> float:
-    """The lab hosts' CPU so far: cgroup v1 cpuacct.usage (ns) or v2 cpu.stat usage_usec."""
+def hosts_cpu_seconds(files: list[str]) -> float:
+    """The lab hosts' CPU so far: cgroup v1 cpuacct.usage (ns) or v2 cpu.stat usage_usec.
+
+    bench_converge.py reads the whole run's host CPU with it too.
+    """
     total = 0.0
     for path in files:
         try:
@@ -69,11 +72,11 @@ class CallbackModule(CallbackBase):
         self._current: dict | None = None
         self._mark = _cpu_seconds()
         self._host_files = [f for f in os.environ.get("HYBRIDHPC_BENCH_HOST_CPU_FILES", "").split(os.pathsep) if f]
-        self._host_mark = _hosts_cpu_seconds(self._host_files)
+        self._host_mark = hosts_cpu_seconds(self._host_files)
 
     def _start(self, name: str | None) -> None:
         now = _cpu_seconds()
-        host_now = _hosts_cpu_seconds(self._host_files) if self._host_files else 0.0
+        host_now = hosts_cpu_seconds(self._host_files) if self._host_files else 0.0
         if self._current is not None:
             self._current["cpu_s"] = round(now - self._mark, 4)
             if self._host_files:
