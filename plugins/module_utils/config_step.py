@@ -123,7 +123,7 @@ def _file_differs(spec, current, data):
 def converge(module, params):
     """Run one step on the host (in check mode: say what it would do). params: the module's, with ``services``
     already validated (each entry complete). Returns the module's result."""
-    units = ([params["service"]] if params["service"] else []) + list(params["services"])
+    units = _units(params)
     account_commands = system_accounts.ensure(module, params["accounts"])
     changed = bool(account_commands)
     for spec in params["directories"]:
@@ -215,10 +215,8 @@ def in_sync(result):
 
 def unchanged_result(params):
     """What converge() returns for a step that has nothing to do (the action plugin's answer from a record)."""
-    units = ([params["service"]["name"]] if params.get("service") else []) + [
-        unit.get("name") for unit in params.get("services") or []]
     return dict(changed=False, account_commands=[], changed_files=[], removed_files=[], restart_required=False,
-                config_changed=False, service_actions=[], unit_actions={name: [] for name in units})
+                config_changed=False, service_actions=[], unit_actions={unit.get("name"): [] for unit in _units(params)})
 
 
 def pam_in_sync(result):
@@ -233,6 +231,22 @@ KINDS = {
 }
 
 
+def _units(params):
+    """The unit entries of a step's params (its service, then its services)."""
+    units = [params.get("service")] + list(params.get("services") or [])
+    return [unit for unit in units if isinstance(unit, dict)]
+
+
+def _with_units(params, change):
+    """A copy of params with change() applied to its service and to each of its services."""
+    kept = dict(params)
+    if "service" in kept:
+        kept["service"] = change(kept["service"])
+    if isinstance(kept.get("services"), list):
+        kept["services"] = [change(unit) for unit in kept["services"]]
+    return kept
+
+
 def _started(unit):
     return dict(unit, state="started") if isinstance(unit, dict) and unit.get("state") == "restarted" else unit
 
@@ -241,11 +255,7 @@ def record_params(params):
     """The step's params as its record keeps them: each file's content replaced by the SHA-256 of its bytes, and a
     unit the step restarted as one kept running (checked again, the record asks that it runs, not another
     restart)."""
-    kept = dict(params)
-    if kept.get("service"):
-        kept["service"] = _started(kept["service"])
-    if isinstance(kept.get("services"), list):
-        kept["services"] = [_started(unit) for unit in kept["services"]]
+    kept = _with_units(params, _started)
     files = []
     for spec in params["files"]:
         data, _secret = wanted_bytes(spec)
@@ -290,9 +300,7 @@ def _record_units(record):
     """The names of the units a config_files record starts or keeps running."""
     if not isinstance(record, dict) or record.get("kind") != "config_files" or not isinstance(record.get("params"), dict):
         return []
-    params = record["params"]
-    units = ([params["service"]] if params.get("service") else []) + list(params.get("services") or [])
-    return [unit["name"] for unit in units if isinstance(unit, dict) and isinstance(unit.get("name"), str)]
+    return [unit["name"] for unit in _units(record["params"]) if isinstance(unit.get("name"), str)]
 
 
 def _show_units(module, names):
@@ -349,11 +357,6 @@ def _digested_unit(unit):
     return unit
 
 
-def _units(args):
-    units = [args.get("service")] + list(args.get("services") or [])
-    return [unit for unit in units if isinstance(unit, dict)]
-
-
 def asks_restart(args):
     """Whether the step's arguments ask a unit to restart (state restarted): never answered from a record."""
     return any(unit.get("state") == "restarted" for unit in _units(args))
@@ -371,10 +374,6 @@ def args_digest(args, code):
       that ran the restart keeps the unit as started (:func:`record_params`). With it in, the run after every
       change that needed a restart missed the record of each daemon's step, and ran it for nothing.
     """
-    kept = dict(args)
-    if "service" in kept:
-        kept["service"] = _digested_unit(kept["service"])
-    if isinstance(kept.get("services"), list):
-        kept["services"] = [_digested_unit(unit) for unit in kept["services"]]
+    kept = _with_units(args, _digested_unit)
     text = json.dumps({"args": kept, "code": code}, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
