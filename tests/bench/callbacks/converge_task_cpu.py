@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import time
 
 from ansible.plugins.callback import CallbackBase
 
@@ -28,7 +29,7 @@ name: converge_task_cpu
 type: aggregate
 short_description: the controller's CPU per task (benchmark use)
 description:
-  - Writes C([{"task", "cpu_s", "hosts_cpu_s", "hosts"}]) to the file named by E(HYBRIDHPC_BENCH_TASK_CPU).
+  - Writes C([{"task", "cpu_s", "wall_s", "hosts_cpu_s", "hosts"}]) to the file named by E(HYBRIDHPC_BENCH_TASK_CPU).
 requirements: []
 """
 
@@ -71,19 +72,23 @@ class CallbackModule(CallbackBase):
         self._rows: list[dict] = []
         self._current: dict | None = None
         self._mark = _cpu_seconds()
+        self._wall_mark = time.monotonic()
         self._host_files = [f for f in os.environ.get("HYBRIDHPC_BENCH_HOST_CPU_FILES", "").split(os.pathsep) if f]
         self._host_mark = hosts_cpu_seconds(self._host_files)
 
     def _start(self, name: str | None) -> None:
         now = _cpu_seconds()
+        wall_now = time.monotonic()
         host_now = hosts_cpu_seconds(self._host_files) if self._host_files else 0.0
         if self._current is not None:
             self._current["cpu_s"] = round(now - self._mark, 4)
+            self._current["wall_s"] = round(wall_now - self._wall_mark, 4)
             if self._host_files:
                 self._current["hosts_cpu_s"] = round(host_now - self._host_mark, 4)
             self._rows.append(self._current)
         self._current = None if name is None else {"task": name, "hosts": {}}
         self._mark = now
+        self._wall_mark = wall_now
         self._host_mark = host_now
 
     def _count(self, status: str) -> None:
