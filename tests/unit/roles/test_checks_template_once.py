@@ -1,0 +1,72 @@
+# Copyright: hybridhpc.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A check computes its problems once per host.
+
+Ansible templates every argument of an assert (its messages too) before the
+assert evaluates its condition: a message that names the variable the
+condition computes runs the whole check twice on every host and run. The
+checks are fails whose condition is the problems instead (a passing check is a
+skip, decided without running the task).
+"""
+
+from __future__ import absolute_import, division, print_function  # noqa: UP010
+
+__metaclass__ = type  # noqa: UP001
+
+import pathlib
+import re
+
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+ASSERTS = ("assert", "ansible.builtin.assert", "ansible.legacy.assert")
+
+
+def tasks(node):
+    """Every task in a tasks file, blocks opened."""
+    for task in node or []:
+        if not isinstance(task, dict):
+            continue
+        yield task
+        for key in ("block", "rescue", "always"):
+            yield from tasks(task.get(key))
+
+
+def names(text):
+    return set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", str(text)))
+
+
+def doubled(task):
+    """The task's own variables that both an assert's condition and one of its messages read."""
+    action = next((key for key in ASSERTS if key in task), None)
+    if action is None or not isinstance(task.get("vars"), dict):
+        return set()
+    args = task[action] or {}
+    messages = names(args.get("fail_msg", "")) | names(args.get("msg", "")) | names(args.get("success_msg", ""))
+    return names(args.get("that", "")) & messages & set(task["vars"])
+
+
+def test_no_assert_computes_its_problems_twice():
+    files = sorted(ROOT.glob("roles/*/tasks/*.yml")) + sorted(ROOT.glob("playbooks/*.yml"))
+    assert files
+    found = []
+    for path in files:
+        document = yaml.safe_load(path.read_text()) or []
+        plays = document if path.parts[-2] == "playbooks" else [{"tasks": document}]
+        for play in plays:
+            if not isinstance(play, dict):
+                continue
+            for key in ("tasks", "pre_tasks", "post_tasks", "handlers"):
+                for task in tasks(play.get(key)):
+                    if doubled(task):
+                        found.append("%s: %s (%s)" % (path.relative_to(ROOT), task.get("name"),
+                                                       ", ".join(sorted(doubled(task)))))
+    assert not found, "make these fails with the problems as their condition:\n" + "\n".join(found)
+
+
+def test_the_check_sees_an_assert_that_reads_its_problems_twice():
+    task = {"ansible.builtin.assert": {"that": "__problems | length == 0", "fail_msg": "bad: {{ __problems }}"},
+            "vars": {"__problems": "{{ x | f }}"}}
+    assert doubled(task) == {"__problems"}
+    assert doubled({"ansible.builtin.fail": {"msg": "bad: {{ __problems }}"}, "when": "__problems | length > 0",
+                    "vars": {"__problems": "{{ x | f }}"}}) == set()
