@@ -58,9 +58,9 @@ def test_no_assert_computes_its_problems_twice():
                 continue
             for key in ("tasks", "pre_tasks", "post_tasks", "handlers"):
                 for task in tasks(play.get(key)):
-                    if doubled(task):
-                        found.append("%s: %s (%s)" % (path.relative_to(ROOT), task.get("name"),
-                                                       ", ".join(sorted(doubled(task)))))
+                    names_read_twice = ", ".join(sorted(doubled(task)))
+                    if names_read_twice:
+                        found.append("%s: %s (%s)" % (path.relative_to(ROOT), task.get("name"), names_read_twice))
     assert not found, "make these fails with the problems as their condition:\n" + "\n".join(found)
 
 
