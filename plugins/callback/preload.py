@@ -103,8 +103,7 @@ def freeze_heap():
     A worker is a fork of this process: a collection in it that walks those
     objects writes to the pages holding them and copies each one, and so does
     every full collection here. Only what is created after this point is
-    walked: measured on the lab, 3 % less controller CPU on a no-op run and
-    about 4 % less wall time on a cold one.
+    walked (what that saves is measured in the README, "Converge speed").
     """
     gc.collect()
     gc.freeze()
