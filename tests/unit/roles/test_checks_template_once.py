@@ -22,28 +22,48 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 ASSERTS = ("assert", "ansible.builtin.assert", "ansible.legacy.assert")
 
 
-def tasks(node):
-    """Every task in a tasks file, blocks opened."""
+def templated(variables):
+    """The names of ``variables`` whose values are templates: each reading of one computes it again."""
+    if not isinstance(variables, dict):
+        return set()
+    return {name for name, value in variables.items() if "{{" in str(value) or "{%" in str(value)}
+
+
+def tasks(node, inherited=frozenset()):
+    """Every task in a tasks file, blocks opened, with the computed variables it sees from outside: its enclosing
+    blocks' vars and its role's (or play's) templated vars."""
     for task in node or []:
         if not isinstance(task, dict):
             continue
-        yield task
+        yield task, inherited
+        inner = inherited | templated(task.get("vars"))
         for key in ("block", "rescue", "always"):
-            yield from tasks(task.get(key))
+            yield from tasks(task.get(key), inner)
+
+
+def role_vars(path):
+    """The templated variables of the role a tasks file belongs to (vars/main.yml and defaults/main.yml)."""
+    found = set()
+    for kind in ("vars", "defaults"):
+        source = path.parents[1] / kind / "main.yml"
+        if source.exists():
+            found |= templated(yaml.safe_load(source.read_text()))
+    return frozenset(found)
 
 
 def names(text):
     return set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", str(text)))
 
 
-def doubled(task):
-    """The task's own variables that both an assert's condition and one of its messages read."""
+def doubled(task, inherited=frozenset()):
+    """The computed variables (the task's own, its blocks', its role's) that both an assert's condition and one
+    of its messages read."""
     action = next((key for key in ASSERTS if key in task), None)
-    if action is None or not isinstance(task.get("vars"), dict):
+    if action is None:
         return set()
     args = task[action] or {}
     messages = names(args.get("fail_msg", "")) | names(args.get("msg", "")) | names(args.get("success_msg", ""))
-    return names(args.get("that", "")) & messages & set(task["vars"])
+    return names(args.get("that", "")) & messages & (templated(task.get("vars")) | set(inherited))
 
 
 def test_no_assert_computes_its_problems_twice():
@@ -52,13 +72,14 @@ def test_no_assert_computes_its_problems_twice():
     found = []
     for path in files:
         document = yaml.safe_load(path.read_text()) or []
-        plays = document if path.parts[-2] == "playbooks" else [{"tasks": document}]
-        for play in plays:
-            if not isinstance(play, dict):
-                continue
+        if path.parts[-2] == "playbooks":
+            plays = [(play, templated(play.get("vars"))) for play in document if isinstance(play, dict)]
+        else:
+            plays = [({"tasks": document}, role_vars(path))]
+        for play, outer in plays:
             for key in ("tasks", "pre_tasks", "post_tasks", "handlers"):
-                for task in tasks(play.get(key)):
-                    names_read_twice = ", ".join(sorted(doubled(task)))
+                for task, inherited in tasks(play.get(key), frozenset(outer)):
+                    names_read_twice = ", ".join(sorted(doubled(task, inherited)))
                     if names_read_twice:
                         found.append("%s: %s (%s)" % (path.relative_to(ROOT), task.get("name"), names_read_twice))
     assert not found, "make these fails with the problems as their condition:\n" + "\n".join(found)
@@ -70,3 +91,11 @@ def test_the_check_sees_an_assert_that_reads_its_problems_twice():
     assert doubled(task) == {"__problems"}
     assert doubled({"ansible.builtin.fail": {"msg": "bad: {{ __problems }}"}, "when": "__problems | length > 0",
                     "vars": {"__problems": "{{ x | f }}"}}) == set()
+    # A block's or the role's computed variable is read twice too; a plain value is not computed.
+    block = {"block": [{"ansible.builtin.assert": {"that": "__p | length == 0", "fail_msg": "{{ __p }}"}}],
+             "vars": {"__p": "{{ x | f }}"}}
+    [(_block, _outer), (inner, seen)] = list(tasks([block]))
+    assert doubled(inner, seen) == {"__p"}
+    assert doubled(inner, frozenset({"__p"})) == {"__p"}
+    assert doubled({"ansible.builtin.assert": {"that": "__p | length == 0", "fail_msg": "{{ __p }}"},
+                    "vars": {"__p": [1]}}) == set()
