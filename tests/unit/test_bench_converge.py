@@ -1,0 +1,54 @@
+# Copyright: hybridhpc.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The converge benchmark's arithmetic: seconds per added node and the verdict on each target."""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SPEC = importlib.util.spec_from_file_location("bench_converge", ROOT / "tests" / "bench" / "bench_converge.py")
+bench = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(bench)
+
+
+def test_slope_is_the_least_squares_seconds_per_added_node():
+    assert bench.slope([(3, 4.0), (9, 5.2), (17, 6.8)]) == 0.2
+    # Noise at one size moves the slope, it does not break it.
+    assert bench.slope([(3, 5.1), (9, 4.6), (17, 6.5)]) == 0.107
+    assert bench.slope([(3, 4.0)]) is None
+    assert bench.slope([(3, 4.0), (3, 5.0)]) is None
+
+
+def report(federated_cold=50.5, per_node_noop=0.2):
+    return {"cases": [{"case": "federated5-ssh", "cold_s": federated_cold, "noop_s": 8.7},
+                      {"case": "single3", "cold_s": 31.4, "noop_s": 4.1}],
+            "per_added_compute_node": {"cold_s": 7.54, "noop_s": per_node_noop}}
+
+
+def test_each_target_measured_gets_its_figure_and_verdict():
+    found = {v["target"]: v for v in bench.verdicts(report())}
+    assert found["federated lab cold"] == {"target": "federated lab cold", "seconds": 50.5, "at_most": 90.0,
+                                           "met": True}
+    assert found["3-host cluster no-op"]["met"]
+    # At the limit is within it; above is not.
+    assert found["per added node no-op"]["met"]
+    assert not found["per added node cold"]["met"]
+    # A case or slope the run did not measure has no verdict.
+    assert not any("compute image" in target for target in found)
+    assert not {v["target"]: v for v in bench.verdicts(report(federated_cold=90.1, per_node_noop=0.21))}[
+        "federated lab cold"]["met"]
+    assert not {v["target"]: v for v in bench.verdicts(report(per_node_noop=0.21))}["per added node no-op"]["met"]
+
+
+def test_the_table_says_which_targets_are_not_met():
+    measured = dict(report(), cases=[dict(c, connection="ssh", slurm_hosts=6, noop_controller_cpu_s=5.7,
+                                            noop_hosts_cpu_s=5.5, noop_tasks=127, noop_top_tasks=[])
+                                     for c in report()["cases"]])
+    measured["per_added_compute_node"].update(cold_controller_cpu_s=0.8, cold_hosts_cpu_s=13.6,
+                                              noop_controller_cpu_s=0.11, noop_hosts_cpu_s=0.05)
+    measured["targets"] = bench.verdicts(measured)
+    text = bench.table(measured)
+    assert "target per added node cold: 7.54 s, at most 1.0 s: NOT met" in text
+    assert "target federated lab no-op: 8.7 s, at most 15.0 s: met" in text
