@@ -29,6 +29,10 @@ containers' cgroups: the modules that ran there), and, for the no-op run, the
 tasks that took the most controller CPU (tests/bench/callbacks/converge_task_cpu.py).
 Both share the machine's cores, so a no-op's wall time follows their sum.
 
+Before each run it times a fixed pure-Python loop (reference_cpu_s): this
+machine's speed at that moment, which moves by as much as 45% within an hour
+on this VM, and every figure with it.
+
 Results: .cache/bench/converge.json and a table on stdout, with each of issue
 11's targets the run measured and whether its figure is within it (the run's
 exit status does not depend on them: one run can take 40% longer than the
@@ -179,6 +183,19 @@ def top_tasks(rows: list[dict], count: int = 8) -> list[dict]:
     return [{"task": row["task"], "cpu_s": round(row["cpu_s"], 2), "hosts": row["hosts"]} for row in ranked]
 
 
+def reference_cpu_seconds(loops: int = 2_000_000) -> float:
+    """The CPU seconds a fixed pure-Python loop takes now: how fast this machine runs at the moment.
+
+    On this VM the same loop took 0.22 s and 0.32 s within an hour, and the
+    converge figures move with it; each run records it, so that two runs of the
+    bench can be told apart from two trees."""
+    start = time.process_time()
+    total = 0
+    for number in range(loops):
+        total += number
+    return round(time.process_time() - start, 3)
+
+
 def converge(inventory: Path, env: dict, log_name: str, hosts: list[str] | None = None) -> dict:
     """Run site.yml: seconds, controller and lab hosts' CPU seconds, changed per host, output, task CPU.
 
@@ -191,6 +208,7 @@ def converge(inventory: Path, env: dict, log_name: str, hosts: list[str] | None 
     cpu_files = [str(f) for f in container_cpu_files(hosts)] if hosts else []
     env = dict(callbacks_env(env), HYBRIDHPC_BENCH_TASK_CPU=str(task_cpu),
                HYBRIDHPC_BENCH_HOST_CPU_FILES=os.pathsep.join(cpu_files))
+    reference = reference_cpu_seconds()
     hosts_cpu = hosts_cpu_seconds(cpu_files)
     cpu = children_cpu()
     start = time.monotonic()
@@ -209,6 +227,7 @@ def converge(inventory: Path, env: dict, log_name: str, hosts: list[str] | None 
     changed = {m.group(1): int(m.group(2)) for m in RECAP.finditer(res.stdout)}
     rows = json.loads(task_cpu.read_text()) if task_cpu.exists() else []
     return {"seconds": elapsed, "controller_cpu_s": cpu, "hosts_cpu_s": hosts_cpu, "changed": changed,
+            "reference_cpu_s": reference,
             "output": res.stdout, "tasks": rows}
 
 
@@ -263,6 +282,8 @@ def measure(case: str, inventory: Path, connection: str, image: str, noop_runs: 
                 # Per no-op run, the facts step's hosts answered by the probe from the last run's kept result
                 # (the first no-op after a cold run keeps it: its facts step found no records to watch yet).
                 "noop_runs_probe_hits": [probe_hits(r["tasks"]) for r in runs],
+                # The machine's speed before each run, cold first (reference_cpu_seconds).
+                "reference_cpu_s": [r["reference_cpu_s"] for r in [cold, *runs]],
                 "cold_controller_cpu_s": round(cold["controller_cpu_s"], 1),
                 "cold_hosts_cpu_s": round(cold["hosts_cpu_s"], 1),
                 "noop_controller_cpu_s": round(noop["controller_cpu_s"], 1),
@@ -304,7 +325,7 @@ def verdicts(report: dict) -> list[dict]:
     cases = {r["case"]: r for r in report.get("cases", [])}
     found = []
     for what, where, field, limit in TARGETS:
-        kind, _, name = where.partition(" ")
+        kind, name = (where.split(" ", 1) + [""])[:2]
         source = cases.get(name) if kind == "case" else report.get(where)
         value = (source or {}).get(field)
         if value is not None:
@@ -319,7 +340,9 @@ def table(report: dict) -> str:
         lines.append(f"{r['case']:20} {r['connection']:7} {r['slurm_hosts']:>5} {r['cold_s']:>8} {r['noop_s']:>8}"
                      f" {r['noop_controller_cpu_s']:>16} {r['noop_hosts_cpu_s']:>18}  "
                      + " ".join(str(x) for x in r.get("noop_runs_s", [r["noop_s"]]))
-                     + "  (probe hits: %s)" % " ".join(str(x) for x in r.get("noop_runs_probe_hits", [])))
+                     + "  (probe hits: %s)" % " ".join(str(x) for x in r.get("noop_runs_probe_hits", []))
+                     + ("  (reference loop cpu s: %s)" % " ".join(str(x) for x in r["reference_cpu_s"])
+                        if r.get("reference_cpu_s") else ""))
     per = report.get("per_added_compute_node")
     if per:
         lines.append(f"per added compute node: cold {per['cold_s']} s, no-op {per['noop_s']} s"

@@ -43,12 +43,19 @@ def test_each_target_measured_gets_its_figure_and_verdict():
 
 
 def test_the_table_says_which_targets_are_not_met():
-    measured = dict(report(), cases=[dict(c, connection="ssh", slurm_hosts=6, noop_controller_cpu_s=5.7,
-                                            noop_hosts_cpu_s=5.5, noop_tasks=127, noop_top_tasks=[])
-                                     for c in report()["cases"]])
+    shown = {"connection": "ssh", "slurm_hosts": 6, "noop_controller_cpu_s": 5.7, "noop_hosts_cpu_s": 5.5,
+             "noop_tasks": 127, "noop_top_tasks": []}
+    measured = dict(report(), cases=[dict(case, **shown) for case in report()["cases"]])
     measured["per_added_compute_node"].update(cold_controller_cpu_s=0.8, cold_hosts_cpu_s=13.6,
                                               noop_controller_cpu_s=0.11, noop_hosts_cpu_s=0.05)
     measured["targets"] = bench.verdicts(measured)
     text = bench.table(measured)
     assert "target per added node cold: 7.54 s, at most 1.0 s: NOT met" in text
     assert "target federated lab no-op: 8.7 s, at most 15.0 s: met" in text
+    measured["cases"][0]["reference_cpu_s"] = [0.22, 0.31]
+    assert "(reference loop cpu s: 0.22 0.31)" in bench.table(measured)
+
+
+def test_the_reference_loop_takes_cpu_time_in_proportion_to_its_work():
+    short, long = bench.reference_cpu_seconds(50_000), bench.reference_cpu_seconds(2_000_000)
+    assert 0 <= short < long
