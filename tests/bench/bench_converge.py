@@ -3,7 +3,7 @@
 """Converge benchmark: how long site.yml takes, cold and as a no-op, and how it grows.
 
 Each case brings up its own lab containers (lab/labctl.py, image cached), runs
-playbooks/site.yml twice, and removes the containers:
+playbooks/site.yml cold and then as a no-op, and removes the containers:
   cold:  the first run on fresh containers (packages downloaded and installed);
   no-op: the runs after it (--noop-runs, 3 by default), each of which must
          report changed=0 on every host (else the case fails: a fast run that
@@ -16,12 +16,16 @@ Cases (--cases picks some):
   federated5-docker  the same over the docker connection;
   single3            one cluster, 1 controller (slurmctld + slurmdbd) + 2 compute nodes;
   scale3/9/17        1 controller + 3, 9 and 17 compute nodes: seconds per added node,
-                     cold and no-op (least-squares slope over the three sizes).
+                     cold and no-op (least-squares slope over the three sizes). The three
+                     labs are up together: after the cold runs, the no-op runs go round
+                     the sizes (no-op 1 of each, then 2, ...), and the no-op per added node
+                     is the median of those rounds' slopes: each round's runs see the
+                     machine at the same speed (measure_series).
   imaged3/9/17       the same, every host started from lab/image/compute: a compute node whose
                      image has its packages (installed by an image builder, with the ids the
                      packages chose), as many sites provision nodes. A cold run then costs a
                      node no apt at all; the case fails when a compute node still installed a
-                     package. Their no-op runs are measured like every case's.
+                     package. Measured together, like scale3/9/17.
 
 Each run also tells where the machine's CPU went: the Ansible controller's
 (ansible-playbook, its workers and ssh clients) and the lab hosts' (the
@@ -243,7 +247,7 @@ def median_run(runs: list[dict]) -> dict:
     return ordered[(len(ordered) - 1) // 2]
 
 
-def measure(case: str, inventory: Path, connection: str, image: str, noop_runs: int = 3) -> dict:
+def case_env(image: str, connection: str) -> dict:
     # HYBRIDHPC_LAB_IMAGE: the lab's elastic nodes start from the node image named after it.
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", HYBRIDHPC_LAB_IMAGE=image)
     env.pop("HYBRIDHPC_LAB_CONNECTION", None)
@@ -252,50 +256,93 @@ def measure(case: str, inventory: Path, connection: str, image: str, noop_runs: 
         # As `HYBRIDHPC_LAB_CONNECTION=docker make lab` does: labctl makes no SSH key, Ansible uses docker exec.
         env["HYBRIDHPC_LAB_CONNECTION"] = "docker"
         env["ANSIBLE_TRANSPORT"] = "community.docker.docker"
-    run([sys.executable, LABCTL, "down", "--inventory", inventory])
-    up = run([sys.executable, LABCTL, "up", "--inventory", inventory, "--image", image], timeout=900)
-    if up.returncode != 0:
-        raise RuntimeError(f"labctl up failed for {case}: {up.stderr[-2000:]}")
+    return env
+
+
+def forget_facts(hosts: list[str]) -> None:
+    """These hosts' entries of the fact cache (jsonfile: one file per host), so a cold run gathers everything;
+    other labs of the same series keep theirs."""
+    for host in hosts:
+        (ROOT / ".cache" / "facts" / host).unlink(missing_ok=True)
+
+
+def cold_run(case: dict) -> dict:
+    hosts = inventory_hosts(case["inventory"])
+    forget_facts(hosts)
+    cold = converge(case["inventory"], case["env"], f"{case['case']}-cold.log", hosts)
+    log(f"{case['case']}: cold {cold['seconds']:.1f} s")
+    installed = sorted(h for h in hosts_in_task(cold["output"], INSTALL_TASK) if "-ctl" not in h)
+    if case["case"].startswith("imaged") and installed:
+        raise RuntimeError(f"{case['case']}: compute nodes {installed} installed packages their image should have had;"
+                           f" add what roles/slurm_common installs on a compute node to {COMPUTE_IMAGE_DIR}/Dockerfile")
+    return cold
+
+
+def noop_run(case: dict, number: int, hosts: list[str]) -> dict:
+    result = converge(case["inventory"], case["env"], f"{case['case']}-noop{number}.log", hosts)
+    log(f"{case['case']}: no-op {number} {result['seconds']:.1f} s, changed {sum(result['changed'].values())}")
+    drift = {h: c for h, c in result["changed"].items() if c}
+    if drift:
+        raise RuntimeError(f"{case['case']}: no-op run {number} changed {drift}; a no-op must report changed=0\n"
+                           + "\n".join(result["output"].splitlines()[-60:]))
+    return result
+
+
+def summary(case: dict, cold: dict, runs: list[dict]) -> dict:
+    noop = median_run(runs)
+    return {"case": case["case"], "connection": case["connection"], "slurm_hosts": len(noop["changed"]),
+            "cold_s": round(cold["seconds"], 1), "noop_s": round(noop["seconds"], 1),
+            "noop_runs_s": [round(r["seconds"], 2) for r in runs],
+            # Per no-op run, the facts step's hosts answered by the probe from the last run's kept result
+            # (the first no-op after a cold run keeps it: its facts step found no records to watch yet).
+            "noop_runs_probe_hits": [probe_hits(r["tasks"]) for r in runs],
+            # The machine's speed before each run, cold first (reference_cpu_seconds).
+            "reference_cpu_s": [r["reference_cpu_s"] for r in [cold, *runs]],
+            "cold_controller_cpu_s": round(cold["controller_cpu_s"], 1),
+            "cold_hosts_cpu_s": round(cold["hosts_cpu_s"], 1),
+            "noop_controller_cpu_s": round(noop["controller_cpu_s"], 1),
+            "noop_hosts_cpu_s": round(noop["hosts_cpu_s"], 1),
+            "noop_tasks": len(noop["tasks"]),
+            "noop_top_tasks": top_tasks(noop["tasks"]),
+            "cold_changed": sum(cold["changed"].values())}
+
+
+def measure_series(cases: list[dict], noop_runs: int = 3) -> list[dict]:
+    """Cold and no-op runs of cases whose labs are all up at once (each its own containers and network).
+
+    Each case's cold run goes on its fresh containers, one case after the other. Then the no-op runs go round
+    the cases: no-op 1 of each case, then no-op 2 of each, ... A series of sizes (3, 9 and 17 nodes) then
+    measures each size's run k within a minute or two of the others' run k, at the same machine speed; one
+    case after another, minutes apart, the machine's speed moved (by up to 45% on this VM) between sizes and
+    the seconds per added node with it.
+    """
+    for case in cases:
+        run([sys.executable, LABCTL, "down", "--inventory", case["inventory"]])
     try:
-        # A fresh fact cache too: the first run must gather everything.
-        shutil.rmtree(ROOT / ".cache" / "facts", ignore_errors=True)
-        cold = converge(inventory, env, f"{case}-cold.log", inventory_hosts(inventory))
-        log(f"{case}: cold {cold['seconds']:.1f} s")
-        installed = sorted(h for h in hosts_in_task(cold["output"], INSTALL_TASK) if "-ctl" not in h)
-        if case.startswith("imaged") and installed:
-            raise RuntimeError(f"{case}: compute nodes {installed} installed packages their image should have had;"
-                               f" add what roles/slurm_common installs on a compute node to {COMPUTE_IMAGE_DIR}/Dockerfile")
+        for case in cases:
+            up = run([sys.executable, LABCTL, "up", "--inventory", case["inventory"], "--image", case["image"]],
+                     timeout=900)
+            if up.returncode != 0:
+                raise RuntimeError(f"labctl up failed for {case['case']}: {up.stderr[-2000:]}")
+        colds = [cold_run(case) for case in cases]
         # The hosts site.yml ran on are the lab's containers (same names).
-        hosts = sorted(cold["changed"])
-        runs = []
+        hosts = [sorted(cold["changed"]) for cold in colds]
+        runs: list[list[dict]] = [[] for _case in cases]
         for number in range(1, noop_runs + 1):
-            run_result = converge(inventory, env, f"{case}-noop{number}.log", hosts)
-            log(f"{case}: no-op {number} {run_result['seconds']:.1f} s, changed {sum(run_result['changed'].values())}")
-            drift = {h: c for h, c in run_result["changed"].items() if c}
-            if drift:
-                raise RuntimeError(f"{case}: no-op run {number} changed {drift}; a no-op must report changed=0\n"
-                                   + "\n".join(run_result["output"].splitlines()[-60:]))
-            runs.append(run_result)
-        noop = median_run(runs)
-        return {"case": case, "connection": connection, "slurm_hosts": len(noop["changed"]),
-                "cold_s": round(cold["seconds"], 1), "noop_s": round(noop["seconds"], 1),
-                "noop_runs_s": [round(r["seconds"], 1) for r in runs],
-                # Per no-op run, the facts step's hosts answered by the probe from the last run's kept result
-                # (the first no-op after a cold run keeps it: its facts step found no records to watch yet).
-                "noop_runs_probe_hits": [probe_hits(r["tasks"]) for r in runs],
-                # The machine's speed before each run, cold first (reference_cpu_seconds).
-                "reference_cpu_s": [r["reference_cpu_s"] for r in [cold, *runs]],
-                "cold_controller_cpu_s": round(cold["controller_cpu_s"], 1),
-                "cold_hosts_cpu_s": round(cold["hosts_cpu_s"], 1),
-                "noop_controller_cpu_s": round(noop["controller_cpu_s"], 1),
-                "noop_hosts_cpu_s": round(noop["hosts_cpu_s"], 1),
-                "noop_tasks": len(noop["tasks"]),
-                "noop_top_tasks": top_tasks(noop["tasks"]),
-                "cold_changed": sum(cold["changed"].values())}
+            for index, case in enumerate(cases):
+                runs[index].append(noop_run(case, number, hosts[index]))
+        return [summary(case, cold, case_runs) for case, cold, case_runs in zip(cases, colds, runs)]
     finally:
-        down = run([sys.executable, LABCTL, "down", "--inventory", inventory], timeout=600)
-        if down.returncode != 0:
-            log(f"labctl down failed for {case}: {down.stderr[-500:]}")
+        for case in cases:
+            down = run([sys.executable, LABCTL, "down", "--inventory", case["inventory"]], timeout=600)
+            if down.returncode != 0:
+                log(f"labctl down failed for {case['case']}: {down.stderr[-500:]}")
+
+
+def series(case: str) -> str:
+    """The series a case belongs to: the sizes of one kind (scale3/9/17, imaged3/9/17) share one; others stand alone."""
+    kind = case.rstrip("0123456789")
+    return kind if kind in ("scale", "imaged") else case
 
 
 def slope(points: list[tuple[int, float]]) -> float | None:
@@ -307,6 +354,27 @@ def slope(points: list[tuple[int, float]]) -> float | None:
     my = sum(y for _x, y in points) / n
     den = sum((x - mx) ** 2 for x, _y in points)
     return round(sum((x - mx) * (y - my) for x, y in points) / den, 3) if den else None
+
+
+def per_added_node(cases: list[dict]) -> dict | None:
+    """Seconds per added compute node over a series' sizes (None with fewer than two sizes).
+
+    noop_s is the median of the no-op rounds' slopes: round k's slope is over each size's no-op k, runs taken
+    at the same machine speed (measure_series); noop_s_of_medians is the slope over each size's median run,
+    which may come from different rounds. Cold runs are one per size, minutes apart.
+    """
+    sizes = [(r["slurm_hosts"] - 1, r) for r in cases]
+    if len(sizes) < 2:
+        return None
+    per_node = {name: slope([(n, r[name]) for n, r in sizes])
+                for name in ("cold_s", "cold_controller_cpu_s", "cold_hosts_cpu_s",
+                             "noop_controller_cpu_s", "noop_hosts_cpu_s")}
+    rounds = min(len(r["noop_runs_s"]) for _n, r in sizes)
+    per_round = [slope([(n, r["noop_runs_s"][k]) for n, r in sizes]) for k in range(rounds)]
+    per_node["noop_s_rounds"] = per_round
+    per_node["noop_s"] = sorted(per_round)[(len(per_round) - 1) // 2] if per_round else None
+    per_node["noop_s_of_medians"] = slope([(n, r["noop_s"]) for n, r in sizes])
+    return per_node
 
 
 # Issue 11's targets on this 2-core machine (image cached): (what, the case or per-node figures that measure it,
@@ -344,15 +412,15 @@ def table(report: dict) -> str:
                      + "  (probe hits: %s)" % " ".join(str(x) for x in r.get("noop_runs_probe_hits", []))
                      + ("  (reference loop cpu s: %s)" % " ".join(str(x) for x in r["reference_cpu_s"])
                         if r.get("reference_cpu_s") else ""))
-    per = report.get("per_added_compute_node")
-    if per:
-        lines.append(f"per added compute node: cold {per['cold_s']} s, no-op {per['noop_s']} s"
-                     f" (no-op CPU: controller {per['noop_controller_cpu_s']} s, hosts {per['noop_hosts_cpu_s']} s)")
-    per = report.get("per_added_imaged_compute_node")
-    if per:
-        lines.append(f"per added compute node started from a compute image: cold {per['cold_s']} s,"
-                     f" no-op {per['noop_s']} s (cold CPU: controller {per['cold_controller_cpu_s']} s,"
-                     f" hosts {per['cold_hosts_cpu_s']} s)")
+    for key, what in (("per_added_compute_node", "per added compute node"),
+                      ("per_added_imaged_compute_node", "per added compute node started from a compute image")):
+        per = report.get(key)
+        if per:
+            lines.append(f"{what}: cold {per['cold_s']} s, no-op {per['noop_s']} s (median of the rounds: "
+                         + " ".join(str(x) for x in per.get("noop_s_rounds", []))
+                         + f"; over each size's median run {per.get('noop_s_of_medians')} s)"
+                         f" (CPU: cold controller {per['cold_controller_cpu_s']} s, hosts {per['cold_hosts_cpu_s']} s;"
+                         f" no-op controller {per['noop_controller_cpu_s']} s, hosts {per['noop_hosts_cpu_s']} s)")
     for v in report.get("targets", []):
         lines.append(f"target {v['target']}: {v['seconds']} s, at most {v['at_most']} s: {'met' if v['met'] else 'NOT met'}")
     for r in report["cases"]:
@@ -376,8 +444,9 @@ def main() -> None:
         sys.exit(f"bench: unknown cases {unknown}; known: {ALL_CASES}")
     image = lab_image()
     report = {"machine": {"cpus": os.cpu_count()}, "image": image, "cases": []}
+    planned: dict[str, list[dict]] = {}
     for case in cases:
-        case_image, noop_runs = image, args.noop_runs
+        case_image = image
         if case.startswith("federated5"):
             inventory, connection = ROOT / "inventories" / "lab" / "hosts.yml", case.split("-")[1]
         elif case == "single3":
@@ -389,13 +458,14 @@ def main() -> None:
                 case_image = compute_image(image)
                 report["compute_image"] = case_image
         log(f"{case}: {connection}, inventory {inventory.relative_to(ROOT)}")
-        report["cases"].append(measure(case, inventory, connection, case_image, noop_runs))
+        planned.setdefault(series(case), []).append({"case": case, "inventory": inventory, "connection": connection,
+                                                     "image": case_image, "env": case_env(case_image, connection)})
+    for members in planned.values():
+        report["cases"].extend(measure_series(members, args.noop_runs))
     for prefix, key in (("scale", "per_added_compute_node"), ("imaged", "per_added_imaged_compute_node")):
-        sizes = [(r["slurm_hosts"] - 1, r) for r in report["cases"] if r["case"].startswith(prefix)]
-        if len(sizes) >= 2:
-            report[key] = {name: slope([(n, r[name]) for n, r in sizes])
-                           for name in ("cold_s", "noop_s", "cold_controller_cpu_s", "cold_hosts_cpu_s",
-                                        "noop_controller_cpu_s", "noop_hosts_cpu_s")}
+        per_node = per_added_node([r for r in report["cases"] if series(r["case"]) == prefix])
+        if per_node:
+            report[key] = per_node
     report["targets"] = verdicts(report)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(report, indent=2) + "\n")

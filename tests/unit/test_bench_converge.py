@@ -59,3 +59,29 @@ def test_the_table_says_which_targets_are_not_met():
 def test_a_longer_reference_loop_takes_more_cpu_time():
     short, long = bench.reference_cpu_seconds(50_000), bench.reference_cpu_seconds(2_000_000)
     assert 0 <= short < long
+
+
+def sized(case, computes, noop_runs_s):
+    return {"case": case, "slurm_hosts": computes + 1, "cold_s": 10.0 + computes, "noop_s": sorted(noop_runs_s)[1],
+            "noop_runs_s": noop_runs_s, "cold_controller_cpu_s": 1.0, "cold_hosts_cpu_s": 2.0,
+            "noop_controller_cpu_s": 1.0, "noop_hosts_cpu_s": 1.0}
+
+
+def test_no_op_per_added_node_pairs_the_runs_of_one_round():
+    # Round k's slope is over each size's no-op k (runs taken at the same machine speed); the per-node figure
+    # is the median round's. Each size's median run here is its round 3, 17 nodes' slow one: their slope is
+    # round 3's, reported beside.
+    per_node = bench.per_added_node([sized("scale3", 3, [4.0, 5.2, 4.1]),
+                                     sized("scale9", 9, [5.2, 6.4, 5.3]),
+                                     sized("scale17", 17, [5.7, 8.0, 7.4])])
+    assert per_node["noop_s_rounds"] == [0.118, 0.2, 0.237]
+    assert per_node["noop_s"] == 0.2
+    assert per_node["noop_s_of_medians"] == 0.237
+    assert per_node["cold_s"] == 1.0
+    assert bench.per_added_node([sized("scale3", 3, [4.0, 5.2, 4.1])]) is None
+
+
+def test_the_sizes_of_one_kind_share_a_series():
+    assert {bench.series(c) for c in ("scale3", "scale9", "scale17")} == {"scale"}
+    assert {bench.series(c) for c in ("imaged3", "imaged17")} == {"imaged"}
+    assert [bench.series(c) for c in ("single3", "federated5-ssh")] == ["single3", "federated5-ssh"]
