@@ -126,11 +126,14 @@ bench-power: deps
 # site.yml cold and no-op on lab containers: the federated lab over SSH and
 # over docker, a 3-host cluster, and 3/9/17 compute nodes (seconds per added
 # node), from the lab image and from a compute image that has the node's
-# packages (lab/image/compute, built once). About 17 minutes on a quiet
+# packages (lab/image/compute, built once). About 15 minutes on a quiet
 # machine; BENCH_CASES=single3,scale3 picks some. Each no-op is run
-# BENCH_NOOP_RUNS times and the median reported (once for the imaged cases).
-BENCH_CASES ?= federated5-ssh,federated5-docker,single3,scale3,scale9,scale17,imaged3,imaged9,imaged17
-BENCH_NOOP_RUNS ?= 3
+# BENCH_NOOP_RUNS times and the median reported. With BENCH_GALAXY_ROLE
+# naming an installed copy of galaxyproject.slurm, galaxy3 runs that role on
+# single3's shape beside it (4 more minutes: its cold run waits twice for
+# slurmd's 90 s start).
+BENCH_CASES ?= federated5-ssh,federated5-docker,single3,galaxy3,scale3,scale9,scale17,imaged3,imaged9,imaged17
+BENCH_NOOP_RUNS ?= 5
 bench-converge: docker deps image
 	@$(PY) tests/bench/bench_converge.py --cases $(BENCH_CASES) --noop-runs $(BENCH_NOOP_RUNS)
 

@@ -29,3 +29,14 @@ if ! docker info >/dev/null 2>&1; then
   echo "lab: Docker does not answer (see /var/log/hybridhpc-dockerd.log); the lab needs a Docker engine that can run containers" >&2
   exit 1
 fi
+# Each lab container's systemd holds five inotify instances, and the kernel
+# allows 128 per user by default: about 25 containers at once. The converge
+# bench has 32 up together (its 3-, 9- and 17-node labs); past the limit a
+# container's systemd exits with status 255 before it boots, saying nothing.
+want=512
+have=$(cat /proc/sys/fs/inotify/max_user_instances 2>/dev/null || echo "$want")
+if [ "$have" -lt "$want" ]; then
+  echo "lab: raising fs.inotify.max_user_instances from $have to $want (each lab container's systemd holds 5)" >&2
+  $SUDO sysctl -q -w fs.inotify.max_user_instances="$want" \
+    || echo "lab: could not raise fs.inotify.max_user_instances: more than about 25 lab containers at once will not boot" >&2
+fi

@@ -284,7 +284,18 @@ def wait_running(hosts: dict[str, dict], timeout: float = 60) -> None:
         if pending:
             time.sleep(0.5)
     if pending:
-        sys.exit(f"lab: systemd did not come up in {', '.join(sorted(pending))} within {timeout:.0f}s")
+        # A container whose systemd could not get its inotify instances exits
+        # with 255 before it logs anything (lab/ensure-docker.sh raises the limit).
+        states = docker("inspect", "-f", "{{.Name}} {{.State.Status}} {{.State.ExitCode}}", *sorted(pending), check=False)
+        exited = [line.split()[0].lstrip("/") for line in states.stdout.splitlines()
+                  if len(line.split()) == 3 and line.split()[1] == "exited"]
+        hint = ""
+        if exited:
+            with open("/proc/sys/fs/inotify/max_user_instances", encoding="utf-8") as handle:
+                limit = handle.read().strip()
+            hint = (f"; {', '.join(exited)} exited before booting: with many lab containers up, systemd runs out of"
+                    f" inotify instances (fs.inotify.max_user_instances is {limit}; `make docker` raises it to 512)")
+        sys.exit(f"lab: systemd did not come up in {', '.join(sorted(pending))} within {timeout:.0f}s{hint}")
     log(f"{len(hosts)} containers running systemd")
 
 

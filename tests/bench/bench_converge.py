@@ -5,7 +5,7 @@
 Each case brings up its own lab containers (lab/labctl.py, image cached), runs
 playbooks/site.yml cold and then as a no-op, and removes the containers:
   cold:  the first run on fresh containers (packages downloaded and installed);
-  no-op: the runs after it (--noop-runs, 3 by default), each of which must
+  no-op: the runs after it (--noop-runs, 5 by default), each of which must
          report changed=0 on every host (else the case fails: a fast run that
          changes things proves nothing). The median run is reported, every
          run's seconds beside it: on a 2-core machine shared with the lab's
@@ -15,6 +15,11 @@ Cases (--cases picks some):
   federated5-ssh     the 5-host federated lab of `make lab` (inventories/lab), over SSH (the lab default);
   federated5-docker  the same over the docker connection;
   single3            one cluster, 1 controller (slurmctld + slurmdbd) + 2 compute nodes;
+  galaxy3            the same shape converged by the public role galaxyproject.slurm
+                     (tests/bench/galaxy: its README's play, no slurmdbd), the issue's
+                     comparison, measured with single3 (labs up together, no-op runs
+                     in turn); only with --galaxy-role (or BENCH_GALAXY_ROLE) naming an
+                     installed copy of the role: Galaxy is not reachable from the lab;
   scale3/9/17        1 controller + 3, 9 and 17 compute nodes: seconds per added node,
                      cold and no-op (least-squares slope over the three sizes). The three
                      labs are up together: after the cold runs, the no-op runs go round
@@ -71,8 +76,9 @@ WORK = ROOT / ".cache" / "bench" / "converge-inventories"
 LOGS = ROOT / ".cache" / "bench" / "converge-logs"
 CALLBACKS = ROOT / "tests" / "bench" / "callbacks"
 RECAP = re.compile(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
-ALL_CASES = ["federated5-ssh", "federated5-docker", "single3", "scale3", "scale9", "scale17",
+ALL_CASES = ["federated5-ssh", "federated5-docker", "single3", "galaxy3", "scale3", "scale9", "scale17",
              "imaged3", "imaged9", "imaged17"]
+GALAXY_DIR = ROOT / "tests" / "bench" / "galaxy"
 COMPUTE_IMAGE_DIR = ROOT / "lab" / "image" / "compute"
 # The task that installs a host's packages (roles/slurm_common/tasks/packages.yml).
 INSTALL_TASK = "Install this host's Slurm packages in one transaction"
@@ -156,6 +162,37 @@ def one_cluster_inventory(name: str, computes: int) -> Path:
     return directory / "hosts.yml"
 
 
+def galaxy_inventory() -> Path:
+    """single3's shape for galaxyproject.slurm: its groups and variables, the lab's connection, a fresh MUNGE key."""
+    lab = yaml.safe_load((ROOT / "inventories" / "lab" / "hosts.yml").read_text())
+    connection = {k: v for k, v in lab["all"]["vars"].items() if k.startswith("ansible_")}
+    nodes = {f"bench-galaxy3-c{i}": {"lab_profile": "compute"} for i in (1, 2)}
+    inventory = {"all": {
+        "vars": {**connection, "lab_networks": ["hybridhpc-bench-galaxy3"]},
+        "children": {"slurmservers": {"hosts": {"bench-galaxy3-ctl1": None}}, "slurmexechosts": {"hosts": nodes}},
+    }}
+    directory = WORK / "galaxy3"
+    if directory.exists():
+        shutil.rmtree(directory)
+    (directory / "group_vars").mkdir(parents=True)
+    key = directory / "munge.key"
+    key.touch(mode=0o600)
+    key.write_bytes(os.urandom(1024))
+    # The lab's slurm.conf settings that apply to a cluster without accounting (inventories/lab/group_vars).
+    variables = {
+        "slurm_munge_key": str(key),
+        "slurm_nodes": [{"name": "bench-galaxy3-c[1-2]", "CPUs": os.cpu_count() or 1, "State": "UNKNOWN"}],
+        "slurm_partitions": [{"name": "debug", "Default": True, "MaxTime": "1:00:00",
+                              "Nodes": "bench-galaxy3-c[1-2]", "State": "UP"}],
+        "slurm_config": {"SlurmctldHost": "bench-galaxy3-ctl1", "ClusterName": "galaxy3", "SlurmctldDebug": "info",
+                         "SlurmdDebug": "info", "SchedulerParameters": "bf_interval=5", "SlurmctldTimeout": 30,
+                         "SlurmdTimeout": 60},
+    }
+    (directory / "group_vars" / "all.yml").write_text(yaml.safe_dump(variables, sort_keys=False))
+    (directory / "hosts.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
+    return directory / "hosts.yml"
+
+
 def children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -173,9 +210,9 @@ def container_cpu_files(names: list[str]) -> list[Path]:
 
 
 def callbacks_env(env: dict) -> dict:
-    """env with the benchmark's task CPU callback enabled beside ansible.cfg's own callbacks."""
+    """env with the benchmark's task CPU callback enabled beside its ansible.cfg's own callbacks."""
     config = configparser.ConfigParser(interpolation=None)
-    config.read(ROOT / "ansible.cfg")
+    config.read(env.get("ANSIBLE_CONFIG") or ROOT / "ansible.cfg")
     enabled = [c.strip() for c in config.get("defaults", "callbacks_enabled", fallback="").split(",") if c.strip()]
     return dict(env, ANSIBLE_CALLBACK_PLUGINS=str(CALLBACKS),
                 ANSIBLE_CALLBACKS_ENABLED=",".join(enabled + ["converge_task_cpu"]))
@@ -201,7 +238,8 @@ def reference_cpu_seconds(loops: int = 2_000_000) -> float:
     return round(time.process_time() - start, 3)
 
 
-def converge(inventory: Path, env: dict, log_name: str, hosts: list[str] | None = None) -> dict:
+def converge(inventory: Path, env: dict, log_name: str, hosts: list[str] | None = None,
+             playbook: str = "playbooks/site.yml") -> dict:
     """Run site.yml: seconds, controller and lab hosts' CPU seconds, changed per host, output, task CPU.
 
     The output and the per-task CPU are kept in LOGS.
@@ -217,8 +255,8 @@ def converge(inventory: Path, env: dict, log_name: str, hosts: list[str] | None 
     hosts_cpu = hosts_cpu_seconds(cpu_files)
     cpu = children_cpu()
     start = time.monotonic()
-    playbook = shutil.which("ansible-playbook", path=env.get("PATH")) or str(ROOT / ".venv" / "bin" / "ansible-playbook")
-    res = run([playbook, "-i", inventory, "playbooks/site.yml"], env=env)
+    command = shutil.which("ansible-playbook", path=env.get("PATH")) or str(ROOT / ".venv" / "bin" / "ansible-playbook")
+    res = run([command, "-i", inventory, playbook], env=env)
     elapsed = time.monotonic() - start
     # ansible-playbook, its workers and ssh: the Ansible controller's share of
     # the machine (the containers' own CPU is not in it).
@@ -228,7 +266,7 @@ def converge(inventory: Path, env: dict, log_name: str, hosts: list[str] | None 
     (LOGS / log_name).write_text(res.stdout + res.stderr)
     if res.returncode != 0:
         tail = "\n".join(res.stdout.splitlines()[-40:])
-        raise RuntimeError(f"site.yml failed on {inventory}:\n{tail}\n{res.stderr[-2000:]}")
+        raise RuntimeError(f"{playbook} failed on {inventory}:\n{tail}\n{res.stderr[-2000:]}")
     changed = {m.group(1): int(m.group(2)) for m in RECAP.finditer(res.stdout)}
     rows = json.loads(task_cpu.read_text()) if task_cpu.exists() else []
     return {"seconds": elapsed, "controller_cpu_s": cpu, "hosts_cpu_s": hosts_cpu, "changed": changed,
@@ -269,7 +307,7 @@ def forget_facts(hosts: list[str]) -> None:
 def cold_run(case: dict) -> dict:
     hosts = inventory_hosts(case["inventory"])
     forget_facts(hosts)
-    cold = converge(case["inventory"], case["env"], f"{case['case']}-cold.log", hosts)
+    cold = converge(case["inventory"], case["env"], f"{case['case']}-cold.log", hosts, case["playbook"])
     log(f"{case['case']}: cold {cold['seconds']:.1f} s")
     installed = sorted(h for h in hosts_in_task(cold["output"], INSTALL_TASK) if "-ctl" not in h)
     if case["case"].startswith("imaged") and installed:
@@ -279,7 +317,7 @@ def cold_run(case: dict) -> dict:
 
 
 def noop_run(case: dict, number: int, hosts: list[str]) -> dict:
-    result = converge(case["inventory"], case["env"], f"{case['case']}-noop{number}.log", hosts)
+    result = converge(case["inventory"], case["env"], f"{case['case']}-noop{number}.log", hosts, case["playbook"])
     log(f"{case['case']}: no-op {number} {result['seconds']:.1f} s, changed {sum(result['changed'].values())}")
     drift = {h: c for h, c in result["changed"].items() if c}
     if drift:
@@ -307,7 +345,7 @@ def summary(case: dict, cold: dict, runs: list[dict]) -> dict:
             "cold_changed": sum(cold["changed"].values())}
 
 
-def measure_series(cases: list[dict], noop_runs: int = 3) -> list[dict]:
+def measure_series(cases: list[dict], noop_runs: int = 5) -> list[dict]:
     """Cold and no-op runs of cases whose labs are all up at once (each its own containers and network).
 
     Each case's cold run goes on its fresh containers, one case after the other. Then the no-op runs go round
@@ -340,8 +378,12 @@ def measure_series(cases: list[dict], noop_runs: int = 3) -> list[dict]:
 
 
 def series(case: str) -> str:
-    """The series a case belongs to: the sizes of one kind (scale3/9/17, imaged3/9/17) share one; others stand alone."""
+    """The series a case belongs to: the sizes of one kind (scale3/9/17, imaged3/9/17) share one, single3 and its
+    comparator galaxy3 another; the federated cases stand alone."""
     kind = case.rstrip("0123456789")
+    if case in ("single3", "galaxy3"):
+        # The issue's comparison: the same shape, measured in the same run.
+        return "3-host"
     return kind if kind in ("scale", "imaged") else case
 
 
@@ -399,6 +441,12 @@ def verdicts(report: dict) -> list[dict]:
         value = (measured.get(where) or {}).get(field)
         if value is not None:
             found.append({"target": what, "seconds": value, "at_most": limit, "met": value <= limit})
+    ours, theirs = measured.get("single3"), measured.get("galaxy3")
+    if ours and theirs:
+        # The issue's other half of the 3-host target: half of galaxyproject.slurm's no-op in the same run.
+        limit = round(theirs["noop_s"] / 2, 2)
+        found.append({"target": "3-host cluster no-op, half of galaxyproject.slurm's", "seconds": ours["noop_s"],
+                      "at_most": limit, "met": ours["noop_s"] <= limit})
     return found
 
 
@@ -434,7 +482,10 @@ def table(report: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", default=",".join(ALL_CASES), help="comma-separated subset of: " + ", ".join(ALL_CASES))
-    parser.add_argument("--noop-runs", type=int, default=3, help="no-op runs per case; the median is reported")
+    parser.add_argument("--noop-runs", type=int, default=5, help="no-op runs per case; the median is reported")
+    parser.add_argument("--galaxy-role", default=os.environ.get("BENCH_GALAXY_ROLE", ""),
+                        help="an installed copy of the role galaxyproject.slurm (its directory), for the galaxy3 case"
+                             " (default: $BENCH_GALAXY_ROLE; without one, galaxy3 is left out)")
     args = parser.parse_args()
     cases = [c for c in args.cases.split(",") if c]
     if args.noop_runs < 1:
@@ -442,15 +493,26 @@ def main() -> None:
     unknown = sorted(set(cases) - set(ALL_CASES))
     if unknown:
         sys.exit(f"bench: unknown cases {unknown}; known: {ALL_CASES}")
+    galaxy_role = Path(args.galaxy_role).resolve() if args.galaxy_role else None
+    if "galaxy3" in cases and not (galaxy_role and (galaxy_role / "tasks" / "main.yml").exists()):
+        # Galaxy is not reachable from the lab machine: the comparator runs where a copy was installed
+        # (ansible-galaxy role install galaxyproject.slurm) and named.
+        log("galaxy3: left out: no galaxyproject.slurm role given (--galaxy-role or BENCH_GALAXY_ROLE"
+            + (f"; {galaxy_role} has no tasks/main.yml" if galaxy_role else "") + ")")
+        cases.remove("galaxy3")
     image = lab_image()
     report = {"machine": {"cpus": os.cpu_count()}, "image": image, "cases": []}
     planned: dict[str, list[dict]] = {}
     for case in cases:
-        case_image = image
+        case_image, playbook, env_extra = image, "playbooks/site.yml", {}
         if case.startswith("federated5"):
             inventory, connection = ROOT / "inventories" / "lab" / "hosts.yml", case.split("-")[1]
         elif case == "single3":
             inventory, connection = one_cluster_inventory("single3", 2), "ssh"
+        elif case == "galaxy3":
+            inventory, connection, playbook = galaxy_inventory(), "ssh", str(GALAXY_DIR / "site.yml")
+            env_extra = {"ANSIBLE_CONFIG": str(GALAXY_DIR / "ansible.cfg"), "BENCH_GALAXY_ROLE": str(galaxy_role)}
+            report["galaxy_role"] = str(galaxy_role)
         else:
             size = int(case.lstrip("scaleimgd"))
             inventory, connection = one_cluster_inventory(case, size), "ssh"
@@ -459,7 +521,8 @@ def main() -> None:
                 report["compute_image"] = case_image
         log(f"{case}: {connection}, inventory {inventory.relative_to(ROOT)}")
         planned.setdefault(series(case), []).append({"case": case, "inventory": inventory, "connection": connection,
-                                                     "image": case_image, "env": case_env(case_image, connection)})
+                                                     "image": case_image, "playbook": playbook,
+                                                     "env": dict(case_env(case_image, connection), **env_extra)})
     for members in planned.values():
         report["cases"].extend(measure_series(members, args.noop_runs))
     for prefix, key in (("scale", "per_added_compute_node"), ("imaged", "per_added_imaged_compute_node")):
