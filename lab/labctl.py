@@ -286,9 +286,9 @@ def wait_running(hosts: dict[str, dict], timeout: float = 60) -> None:
     if pending:
         # A container whose systemd could not get its inotify instances exits
         # with 255 before it logs anything (lab/ensure-docker.sh raises the limit).
-        states = docker("inspect", "-f", "{{.Name}} {{.State.Status}} {{.State.ExitCode}}", *sorted(pending), check=False)
-        exited = [line.split()[0].lstrip("/") for line in states.stdout.splitlines()
-                  if len(line.split()) == 3 and line.split()[1] == "exited"]
+        states = docker("inspect", "-f", "{{.Name}} {{.State.Status}}", *sorted(pending), check=False)
+        exited = [name.lstrip("/") for name, _, status in (line.partition(" ") for line in states.stdout.splitlines())
+                  if status == "exited"]
         hint = ""
         if exited:
             with open("/proc/sys/fs/inotify/max_user_instances", encoding="utf-8") as handle:

@@ -139,47 +139,42 @@ def hosts_in_task(output: str, title: str) -> set[str]:
     return hosts
 
 
-def one_cluster_inventory(name: str, computes: int) -> Path:
-    """A one-cluster lab inventory (the lab's group_vars/all.yml beside it) for `computes` nodes."""
+def lab_inventory(name: str, children: dict, cluster_vars: dict) -> Path:
+    """A fresh inventory directory WORK/name: the lab's connection variables and network, the groups given, and
+    group_vars/all.yml holding cluster_vars."""
     lab = yaml.safe_load((ROOT / "inventories" / "lab" / "hosts.yml").read_text())
     connection = {k: v for k, v in lab["all"]["vars"].items() if k.startswith("ansible_")}
-    ctl = f"bench-{name}-ctl1"
-    nodes = {f"bench-{name}-c{i}": {"lab_profile": "compute"} for i in range(1, computes + 1)}
-    inventory = {"all": {
-        "vars": {**connection, "lab_networks": [f"hybridhpc-bench-{name}"], "slurm_cluster_name": "bench"},
-        "children": {
-            "slurmctld": {"hosts": {ctl: None}},
-            "slurmdbd": {"hosts": {ctl: None}},
-            "slurmd": {"hosts": nodes},
-        },
-    }}
+    inventory = {"all": {"vars": {**connection, "lab_networks": [f"hybridhpc-bench-{name}"]}, "children": children}}
     directory = WORK / name
     if directory.exists():
         shutil.rmtree(directory)
     (directory / "group_vars").mkdir(parents=True)
     (directory / "hosts.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
-    shutil.copy(ROOT / "inventories" / "lab" / "group_vars" / "all.yml", directory / "group_vars" / "all.yml")
+    (directory / "group_vars" / "all.yml").write_text(yaml.safe_dump(cluster_vars, sort_keys=False))
     return directory / "hosts.yml"
+
+
+def one_cluster_inventory(name: str, computes: int) -> Path:
+    """A one-cluster lab inventory (with the lab's group_vars/all.yml) for `computes` nodes."""
+    ctl = f"bench-{name}-ctl1"
+    nodes = {f"bench-{name}-c{i}": {"lab_profile": "compute"} for i in range(1, computes + 1)}
+    lab_vars = yaml.safe_load((ROOT / "inventories" / "lab" / "group_vars" / "all.yml").read_text()) or {}
+    return lab_inventory(name, {"slurmctld": {"hosts": {ctl: None}}, "slurmdbd": {"hosts": {ctl: None}},
+                                "slurmd": {"hosts": nodes}},
+                         {**lab_vars, "slurm_cluster_name": "bench"})
 
 
 def galaxy_inventory() -> Path:
     """single3's shape for galaxyproject.slurm: its groups and variables, the lab's connection, a fresh MUNGE key."""
-    lab = yaml.safe_load((ROOT / "inventories" / "lab" / "hosts.yml").read_text())
-    connection = {k: v for k, v in lab["all"]["vars"].items() if k.startswith("ansible_")}
     nodes = {f"bench-galaxy3-c{i}": {"lab_profile": "compute"} for i in (1, 2)}
-    inventory = {"all": {
-        "vars": {**connection, "lab_networks": ["hybridhpc-bench-galaxy3"]},
-        "children": {"slurmservers": {"hosts": {"bench-galaxy3-ctl1": None}}, "slurmexechosts": {"hosts": nodes}},
-    }}
-    directory = WORK / "galaxy3"
-    if directory.exists():
-        shutil.rmtree(directory)
-    (directory / "group_vars").mkdir(parents=True)
-    key = directory / "munge.key"
+    key = WORK / "galaxy3-munge.key"
+    key.parent.mkdir(parents=True, exist_ok=True)
+    key.unlink(missing_ok=True)
     key.touch(mode=0o600)
     key.write_bytes(os.urandom(1024))
     # The lab's slurm.conf settings that apply to a cluster without accounting (inventories/lab/group_vars).
-    variables = {
+    return lab_inventory("galaxy3", {"slurmservers": {"hosts": {"bench-galaxy3-ctl1": None}},
+                                     "slurmexechosts": {"hosts": nodes}}, {
         "slurm_munge_key": str(key),
         "slurm_nodes": [{"name": "bench-galaxy3-c[1-2]", "CPUs": os.cpu_count() or 1, "State": "UNKNOWN"}],
         "slurm_partitions": [{"name": "debug", "Default": True, "MaxTime": "1:00:00",
@@ -187,10 +182,7 @@ def galaxy_inventory() -> Path:
         "slurm_config": {"SlurmctldHost": "bench-galaxy3-ctl1", "ClusterName": "galaxy3", "SlurmctldDebug": "info",
                          "SlurmdDebug": "info", "SchedulerParameters": "bf_interval=5", "SlurmctldTimeout": 30,
                          "SlurmdTimeout": 60},
-    }
-    (directory / "group_vars" / "all.yml").write_text(yaml.safe_dump(variables, sort_keys=False))
-    (directory / "hosts.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
-    return directory / "hosts.yml"
+    })
 
 
 def children_cpu() -> float:
@@ -279,10 +271,15 @@ def probe_hits(tasks: list[dict]) -> int:
     return sum(row.get("probe", {}).get("hit", 0) for row in tasks)
 
 
-def median_run(runs: list[dict]) -> dict:
-    """The run whose wall time is the median (the lower middle one of an even count)."""
-    ordered = sorted(runs, key=lambda r: r["seconds"])
+def lower_median(values: list, key=None):
+    """The median of values (the lower middle one of an even count), by key when given."""
+    ordered = sorted(values, key=key)
     return ordered[(len(ordered) - 1) // 2]
+
+
+def median_run(runs: list[dict]) -> dict:
+    """The run whose wall time is the median."""
+    return lower_median(runs, key=lambda r: r["seconds"])
 
 
 def case_env(image: str, connection: str) -> dict:
@@ -380,10 +377,10 @@ def measure_series(cases: list[dict], noop_runs: int = 5) -> list[dict]:
 def series(case: str) -> str:
     """The series a case belongs to: the sizes of one kind (scale3/9/17, imaged3/9/17) share one, single3 and its
     comparator galaxy3 another; the federated cases stand alone."""
-    kind = case.rstrip("0123456789")
     if case in ("single3", "galaxy3"):
         # The issue's comparison: the same shape, measured in the same run.
         return "3-host"
+    kind = case.rstrip("0123456789")
     return kind if kind in ("scale", "imaged") else case
 
 
@@ -414,7 +411,7 @@ def per_added_node(cases: list[dict]) -> dict | None:
     rounds = min(len(r["noop_runs_s"]) for _n, r in sizes)
     per_round = [slope([(n, r["noop_runs_s"][k]) for n, r in sizes]) for k in range(rounds)]
     per_node["noop_s_rounds"] = per_round
-    per_node["noop_s"] = sorted(per_round)[(len(per_round) - 1) // 2] if per_round else None
+    per_node["noop_s"] = lower_median(per_round) if per_round else None
     per_node["noop_s_of_medians"] = slope([(n, r["noop_s"]) for n, r in sizes])
     return per_node
 
