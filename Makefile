@@ -126,7 +126,9 @@ bench-power: deps
 # site.yml cold and no-op on lab containers: the federated lab over SSH and
 # over docker, a 3-host cluster, and 3/9/17 compute nodes (seconds per added
 # node), from the lab image and from a compute image that has the node's
-# packages (lab/image/compute, built once). About 15 minutes on a quiet
+# packages (lab/image/compute, built once), and what apt alone costs a
+# node (the floor of the cold seconds per added node with apt). About 15
+# minutes on a quiet
 # machine; BENCH_CASES=single3,scale3 picks some. Each no-op is run
 # BENCH_NOOP_RUNS times and the median reported. With BENCH_GALAXY_ROLE
 # naming an installed copy of galaxyproject.slurm, galaxy3 runs that role on

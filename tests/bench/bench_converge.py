@@ -32,6 +32,12 @@ Cases (--cases picks some):
                      node no apt at all; the case fails when a compute node still installed a
                      package. Measured together, like scale3/9/17.
 
+With the scale series it also measures apt alone (apt_floor): lab/image/compute/install-packages.sh,
+the node's packages installed as a cold converge installs them, in a fresh lab container, twice; the
+lowest container CPU over this machine's cores is the least wall time apt adds per node when nodes
+install side by side, whatever the collection does. The verdict on the cold seconds per added node
+with apt says whether that floor leaves the target within reach.
+
 Each run also tells where the machine's CPU went: the Ansible controller's
 (ansible-playbook, its workers and ssh clients) and the lab hosts' (the
 containers' cgroups: the modules that ran there), and, for the no-op run, the
@@ -80,6 +86,10 @@ ALL_CASES = ["federated5-ssh", "federated5-docker", "single3", "galaxy3", "scale
              "imaged3", "imaged9", "imaged17"]
 GALAXY_DIR = ROOT / "tests" / "bench" / "galaxy"
 COMPUTE_IMAGE_DIR = ROOT / "lab" / "image" / "compute"
+# What the compute image runs to install a node's packages, as a cold converge does with apt; apt_floor runs it
+# in a fresh lab container.
+INSTALL_SCRIPT = "install-packages.sh"
+APT_FLOOR_HOST = "bench-aptfloor-c1"
 # The task that installs a host's packages (roles/slurm_common/tasks/packages.yml).
 INSTALL_TASK = "Install this host's Slurm packages in one transaction"
 
@@ -102,8 +112,9 @@ def lab_image() -> str:
 
 
 def compute_image(base: str) -> str:
-    """lab/image/compute built on the lab image ``base`` (once: named after both)."""
-    digest = hashlib.sha256((COMPUTE_IMAGE_DIR / "Dockerfile").read_bytes()).hexdigest()[:12]
+    """lab/image/compute built on the lab image ``base`` (once: named after both and the directory's files)."""
+    digest = hashlib.sha256(b"".join((COMPUTE_IMAGE_DIR / name).read_bytes()
+                                     for name in ("Dockerfile", INSTALL_SCRIPT))).hexdigest()[:12]
     tag = "hybridhpc/slurm-lab-compute:" + base.rsplit(":", 1)[-1] + "-" + digest
     if run(["docker", "image", "inspect", tag]).returncode != 0:
         log(f"building {tag} (the lab image plus a compute node's packages, about two minutes)")
@@ -374,6 +385,47 @@ def measure_series(cases: list[dict], noop_runs: int = 5) -> list[dict]:
                 log(f"labctl down failed for {case['case']}: {down.stderr[-500:]}")
 
 
+def floor_summary(cpu_runs: list[float], wall_runs: list[float], cpus: int) -> dict:
+    """apt_floor's figures: each run's container CPU and wall seconds, the lowest CPU, and that CPU over the
+    machine's cores: the least wall time apt alone adds per node when nodes install side by side (they cannot use
+    more cores than there are), whatever the collection does around it."""
+    low = min(cpu_runs)
+    return {"cpu_s_runs": [round(c, 2) for c in cpu_runs], "wall_s_runs": [round(w, 2) for w in wall_runs],
+            "cpu_s": round(low, 2), "cpus": cpus, "per_node_s": round(low / cpus, 3)}
+
+
+def apt_floor(image: str, runs: int = 2) -> dict:
+    """What apt alone costs a compute node on this machine: lab/image/compute/install-packages.sh (the node's
+    packages: its index refreshed with Apptainer's sid suite, one transaction with service starts held back) in a
+    fresh lab container, ``runs`` times one after another, each in a new container; the container's CPU for it
+    (its cgroup: apt, dpkg, the maintainer scripts and systemd's reloads they ask for). floor_summary."""
+    inventory = lab_inventory("aptfloor", {"slurmd": {"hosts": {APT_FLOOR_HOST: {"lab_profile": "compute"}}}}, {})
+    script = "/usr/local/sbin/hybridhpc-image-install-packages"
+    cpu_runs, wall_runs = [], []
+    try:
+        for _number in range(runs):
+            run([sys.executable, LABCTL, "down", "--inventory", inventory])
+            up = run([sys.executable, LABCTL, "up", "--inventory", inventory, "--image", image], timeout=900)
+            if up.returncode != 0:
+                raise RuntimeError(f"labctl up failed for the apt floor: {up.stderr[-2000:]}")
+            copied = run(["docker", "cp", str(COMPUTE_IMAGE_DIR / INSTALL_SCRIPT), f"{APT_FLOOR_HOST}:{script}"])
+            if copied.returncode != 0:
+                raise RuntimeError(f"docker cp of {INSTALL_SCRIPT} failed: {copied.stderr[-500:]}")
+            files = [str(f) for f in container_cpu_files([APT_FLOOR_HOST])]
+            before, start = hosts_cpu_seconds(files), time.monotonic()
+            res = run(["docker", "exec", APT_FLOOR_HOST, script], timeout=1800)
+            wall_runs.append(time.monotonic() - start)
+            cpu_runs.append(hosts_cpu_seconds(files) - before)
+            if res.returncode != 0:
+                raise RuntimeError(f"{INSTALL_SCRIPT} failed in {APT_FLOOR_HOST}:\n{res.stderr[-2000:]}")
+    finally:
+        run([sys.executable, LABCTL, "down", "--inventory", inventory], timeout=600)
+    floor = floor_summary(cpu_runs, wall_runs, os.cpu_count() or 1)
+    log(f"apt alone, per node: {floor['cpu_s']} s of CPU (runs {floor['cpu_s_runs']}), "
+        f"{floor['per_node_s']} s on {floor['cpus']} cores")
+    return floor
+
+
 def series(case: str) -> str:
     """The series a case belongs to: the sizes of one kind (scale3/9/17, imaged3/9/17) share one, single3 and its
     comparator galaxy3 another; the federated cases stand alone."""
@@ -429,15 +481,24 @@ TARGETS = [
 ]
 
 
+# Targets with a floor the collection cannot go below: (target, the report's key of the floor's figures).
+FLOORS = {"per added node cold": "apt_floor"}
+
+
 def verdicts(report: dict) -> list[dict]:
-    """Each target this report measured, with its figure and whether the figure is within it."""
+    """Each target this report measured, with its figure and whether the figure is within it; a target with a
+    measured floor (FLOORS) also gets the floor and whether the floor itself is within it (``reachable``)."""
     # Case names and the report's per-node keys do not overlap: one lookup finds either.
     measured = dict(report, **{r["case"]: r for r in report.get("cases", [])})
     found = []
     for what, where, field, limit in TARGETS:
         value = (measured.get(where) or {}).get(field)
         if value is not None:
-            found.append({"target": what, "seconds": value, "at_most": limit, "met": value <= limit})
+            verdict = {"target": what, "seconds": value, "at_most": limit, "met": value <= limit}
+            floor = report.get(FLOORS.get(what, ""))
+            if floor:
+                verdict.update(floor_s=floor["per_node_s"], reachable=floor["per_node_s"] <= limit)
+            found.append(verdict)
     ours, theirs = measured.get("single3"), measured.get("galaxy3")
     if ours and theirs:
         # The issue's other half of the 3-host target: half of galaxyproject.slurm's no-op in the same run.
@@ -466,8 +527,18 @@ def table(report: dict) -> str:
                          + f"; over each size's median run {per.get('noop_s_of_medians')} s)"
                          f" (CPU: cold controller {per['cold_controller_cpu_s']} s, hosts {per['cold_hosts_cpu_s']} s;"
                          f" no-op controller {per['noop_controller_cpu_s']} s, hosts {per['noop_hosts_cpu_s']} s)")
+    floor = report.get("apt_floor")
+    if floor:
+        lines.append(f"apt alone on a fresh compute node (install-packages.sh): {floor['cpu_s']} s of CPU (runs "
+                     + " ".join(str(x) for x in floor["cpu_s_runs"]) + "; wall "
+                     + " ".join(str(x) for x in floor["wall_s_runs"])
+                     + f" s), so at least {floor['per_node_s']} s per added node on {floor['cpus']} cores")
     for v in report.get("targets", []):
-        lines.append(f"target {v['target']}: {v['seconds']} s, at most {v['at_most']} s: {'met' if v['met'] else 'NOT met'}")
+        line = f"target {v['target']}: {v['seconds']} s, at most {v['at_most']} s: {'met' if v['met'] else 'NOT met'}"
+        if "floor_s" in v:
+            line += (f" (apt alone needs {v['floor_s']} s per added node here: "
+                     + ("within reach)" if v["reachable"] else "out of reach on this machine)"))
+        lines.append(line)
     for r in report["cases"]:
         lines.append(f"{r['case']} no-op, {r['noop_tasks']} tasks; the most controller CPU:")
         for task in r["noop_top_tasks"][:5]:
@@ -522,6 +593,10 @@ def main() -> None:
                                                      "env": dict(case_env(case_image, connection), **env_extra)})
     for members in planned.values():
         report["cases"].extend(measure_series(members, args.noop_runs))
+    if any(series(case) == "scale" for case in cases):
+        # After the series, on a machine without other labs: what apt alone costs a node, the floor of the cold
+        # seconds per added node with apt.
+        report["apt_floor"] = apt_floor(image)
     for prefix, key in (("scale", "per_added_compute_node"), ("imaged", "per_added_imaged_compute_node")):
         per_node = per_added_node([r for r in report["cases"] if series(r["case"]) == prefix])
         if per_node:

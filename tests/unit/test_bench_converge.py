@@ -100,3 +100,32 @@ def test_the_three_host_no_op_is_held_to_half_of_galaxyproject_slurm_in_the_same
     # Without the comparator in the run, no verdict on it.
     assert not any("galaxy" in v["target"] for v in bench.verdicts(report()))
     assert bench.series("galaxy3") == bench.series("single3")
+
+
+def test_the_apt_floor_is_the_lowest_run_of_apt_alone_over_the_cores():
+    floor = bench.floor_summary([7.86, 7.02], [7.67, 6.9], 2)
+    assert floor == {"cpu_s_runs": [7.86, 7.02], "wall_s_runs": [7.67, 6.9], "cpu_s": 7.02, "cpus": 2,
+                     "per_node_s": 3.51}
+    assert bench.floor_summary([7.02], [6.9], 8)["per_node_s"] == 0.877
+
+
+def test_the_cold_apt_target_says_whether_apt_alone_leaves_it_within_reach():
+    measured = dict(report(), apt_floor=bench.floor_summary([7.02], [6.9], 2))
+    found = {v["target"]: v for v in bench.verdicts(measured)}
+    assert found["per added node cold"] == {"target": "per added node cold", "seconds": 7.54, "at_most": 1.0,
+                                            "met": False, "floor_s": 3.51, "reachable": False}
+    # Only the apt target has that floor; a faster machine's floor can be within the target.
+    assert "floor_s" not in found["per added node no-op"]
+    assert {v["target"]: v for v in bench.verdicts(dict(report(), apt_floor=bench.floor_summary([7.0], [7.0], 8)))}[
+        "per added node cold"]["reachable"]
+    assert "floor_s" not in {v["target"]: v for v in bench.verdicts(report())}["per added node cold"]
+    shown = {"connection": "ssh", "slurm_hosts": 6, "noop_controller_cpu_s": 5.7, "noop_hosts_cpu_s": 5.5,
+             "noop_tasks": 127, "noop_top_tasks": []}
+    measured["cases"] = [dict(case, **shown) for case in measured["cases"]]
+    measured["per_added_compute_node"].update(cold_controller_cpu_s=0.8, cold_hosts_cpu_s=13.6,
+                                              noop_controller_cpu_s=0.11, noop_hosts_cpu_s=0.05)
+    measured["targets"] = bench.verdicts(measured)
+    text = bench.table(measured)
+    assert ("target per added node cold: 7.54 s, at most 1.0 s: NOT met"
+            " (apt alone needs 3.51 s per added node here: out of reach on this machine)") in text
+    assert "apt alone on a fresh compute node (install-packages.sh): 7.02 s of CPU (runs 7.02; wall 6.9 s)," in text
