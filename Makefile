@@ -128,8 +128,7 @@ bench-power: deps
 # node), from the lab image and from a compute image that has the node's
 # packages (lab/image/compute, built once), and what apt alone costs a
 # node (the floor of the cold seconds per added node with apt). About 15
-# minutes on a quiet
-# machine; BENCH_CASES=single3,scale3 picks some. Each no-op is run
+# minutes on a quiet machine; BENCH_CASES=single3,scale3 picks some. Each no-op is run
 # BENCH_NOOP_RUNS times and the median reported. With BENCH_GALAXY_ROLE
 # naming an installed copy of galaxyproject.slurm, galaxy3 runs that role on
 # single3's shape beside it (4 more minutes: its cold run waits twice for
