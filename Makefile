@@ -127,16 +127,18 @@ bench-power: deps
 # over docker, a 3-host cluster, and 3/9/17 compute nodes (seconds per added
 # node), from the lab image and from a compute image that has the node's
 # packages (lab/image/compute, built once), and what apt alone costs a
-# node (the floor of the cold seconds per added node with apt). About 15
+# node (the floor of the cold seconds per added node with apt). About 40
 # minutes on a quiet machine; BENCH_CASES=single3,scale3 picks some. Each no-op is run
-# BENCH_NOOP_RUNS times and the median reported. With BENCH_GALAXY_ROLE
+# BENCH_NOOP_RUNS times and the median reported; each size of a series is
+# converged cold BENCH_COLD_RUNS times, each time on fresh containers. With BENCH_GALAXY_ROLE
 # naming an installed copy of galaxyproject.slurm, galaxy3 runs that role on
 # single3's shape beside it (4 more minutes: its cold run waits twice for
 # slurmd's 90 s start).
 BENCH_CASES ?= federated5-ssh,federated5-docker,single3,galaxy3,scale3,scale9,scale17,imaged3,imaged9,imaged17
 BENCH_NOOP_RUNS ?= 5
+BENCH_COLD_RUNS ?= 3
 bench-converge: docker deps image
-	@$(PY) tests/bench/bench_converge.py --cases $(BENCH_CASES) --noop-runs $(BENCH_NOOP_RUNS)
+	@$(PY) tests/bench/bench_converge.py --cases $(BENCH_CASES) --noop-runs $(BENCH_NOOP_RUNS) --cold-runs $(BENCH_COLD_RUNS)
 
 # The collection as users get it: build/hybridhpc-slurm-<version>.tar.gz (only
 # the current one, which the execution environment installs).

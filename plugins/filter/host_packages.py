@@ -45,6 +45,11 @@ def slurm_login_sackd(host, groups, host_vars):
     return host_packages.login_sackd(host, groups, host_vars)
 
 
+def slurm_units_enabled_with_munge(host, groups):
+    """The units munge's step enables beside munge in one systemctl enable (slurmd on a compute node)."""
+    return host_packages.units_enabled_with_munge(host, groups or {})
+
+
 def slurm_packages_covered(wanted, installed):
     """True when the host's one transaction already holds every wanted package."""
     return host_packages.covered(wanted, installed or [])
@@ -77,6 +82,7 @@ class FilterModule(object):
             "slurm_host_apt_sources": slurm_host_apt_sources,
             "slurm_apptainer_fallback_files": slurm_apptainer_fallback_files,
             "slurm_login_sackd": slurm_login_sackd,
+            "slurm_units_enabled_with_munge": slurm_units_enabled_with_munge,
             "slurm_packages_covered": slurm_packages_covered,
             "slurm_packages_missing": slurm_packages_missing,
             "slurm_packages_newly_installed": slurm_packages_newly_installed,

@@ -68,13 +68,20 @@ def _attributes(module, path, spec, changed):
 _SHOWN = {}
 
 
-def _unit_state(module, systemctl, name):
-    if module.check_mode and name in _SHOWN:
-        return _SHOWN[name]
-    rc, out, err = module.run_command(systemd_unit.show_command(systemctl, name))
-    if rc != 0:
-        module.fail_json(msg="systemctl show %s failed: %s" % (name, err.strip()))
-    return systemd_unit.parse_show(out)
+def _unit_states(module, systemctl, names):
+    """``{unit: parse_show dict}`` for names: one ``systemctl show`` for those not read already (check mode of a
+    record: _SHOWN)."""
+    states = {name: _SHOWN[name] for name in names if module.check_mode and name in _SHOWN}
+    missing = [name for name in names if name not in states]
+    if missing:
+        rc, out, err = module.run_command(systemd_unit.show_command(systemctl, *missing))
+        if rc != 0:
+            module.fail_json(msg="systemctl show %s failed: %s" % (" ".join(missing), err.strip()))
+        shown = systemd_unit.parse_show_units(out, missing)
+        if shown is None:
+            module.fail_json(msg="systemctl show %s: not one block of properties per unit" % " ".join(missing))
+        states.update(shown)
+    return states
 
 
 # Debian's munge and slurmd ship a SysV init script beside their unit, and
@@ -84,33 +91,50 @@ def _unit_state(module, systemctl, name):
 ENABLE_ENVIRONMENT = {"SYSTEMCTL_SKIP_SYSV": "1"}
 
 
-def _run_service(module, service, files_changed):
-    """Enable, start or restart the unit of one service entry; the verbs run (or that would, in check mode)."""
+def _after_start(module, service, actions):
+    """Once the step started or restarted the unit: wait for its port, and clear the markers it applied."""
+    if service.get("wait_port") and not systemd_unit.wait_until_listening(service["wait_port"], service["wait_timeout"]):
+        module.fail_json(msg="%s started but nothing listens on port %s after %s s: see journalctl -u %s" % (
+            service["name"], service["wait_port"], service["wait_timeout"], service["name"]),
+            service_actions=actions)
+    if service["applied_markers_dir"]:
+        for name in config_files.MARKERS:
+            path = config_files.marker_path(service["applied_markers_dir"], name)
+            if os.path.exists(path):
+                os.unlink(path)
+
+
+def _run_units(module, units, files_changed):
+    """Enable, start or restart the step's units; ``{unit: the verbs run}`` (or that would run, in check mode).
+
+    Every enable of the step is one ``systemctl enable`` (systemd_unit.step_commands), then each unit starts or
+    restarts in the step's order, and the step waits for it before the next.
+    """
+    if not units:
+        return {}
     systemctl = module.get_bin_path("systemctl", required=True)
-    actions, error = systemd_unit.unit_actions(
-        service["name"], _unit_state(module, systemctl, service["name"]), service["enabled"], service["state"],
-        files_changed, service["restart_on_change"], module.check_mode, service["drop_ins"])
-    if error:
-        module.fail_json(msg=error)
+    states = _unit_states(module, systemctl, [service["name"] for service in units])
+    planned = []
+    for service in units:
+        actions, error = systemd_unit.unit_actions(
+            service["name"], states[service["name"]], service["enabled"], service["state"],
+            files_changed, service["restart_on_change"], module.check_mode, service["drop_ins"])
+        if error:
+            module.fail_json(msg=error)
+        planned.append((service["name"], actions))
     if not module.check_mode:
-        for verb in actions:
-            argv = [systemctl, verb] if verb == "daemon-reload" else [systemctl, verb, "--", service["name"]]
+        by_name = {service["name"]: service for service in units}
+        actions_of = dict(planned)
+        for verb, names in systemd_unit.step_commands(planned):
+            argv = [systemctl, verb] + (["--"] + names if names else [])
             rc, out, err = module.run_command(argv, environ_update=ENABLE_ENVIRONMENT if verb == "enable" else None)
+            concerned = names[0] if names else planned[0][0]
             if rc != 0:
-                module.fail_json(msg="systemctl %s %s failed: %s" % (verb, service["name"], (err or out).strip()),
-                                 service_actions=actions)
-        started = set(actions) & {"start", "restart"}
-        if service.get("wait_port") and started and not systemd_unit.wait_until_listening(
-                service["wait_port"], service["wait_timeout"]):
-            module.fail_json(msg="%s started but nothing listens on port %s after %s s: see journalctl -u %s" % (
-                service["name"], service["wait_port"], service["wait_timeout"], service["name"]),
-                service_actions=actions)
-        if service["applied_markers_dir"] and started:
-            for name in config_files.MARKERS:
-                path = config_files.marker_path(service["applied_markers_dir"], name)
-                if os.path.exists(path):
-                    os.unlink(path)
-    return actions
+                module.fail_json(msg="systemctl %s %s failed: %s" % (verb, " ".join(names), (err or out).strip()),
+                                 service_actions=actions_of[concerned], unit_actions=actions_of)
+            if verb in ("start", "restart"):
+                _after_start(module, by_name[concerned], actions_of[concerned])
+    return dict(planned)
 
 
 def _file_differs(spec, current, data):
@@ -193,9 +217,7 @@ def converge(module, params):
             changed = True
 
     # After the files: the daemon starts (or restarts) with them in place.
-    unit_actions = {}
-    for service in units:
-        unit_actions[service["name"]] = _run_service(module, service, bool(changed_files))
+    unit_actions = _run_units(module, units, bool(changed_files))
     service_actions = unit_actions.get(params["service"]["name"], []) if params["service"] else []
     changed = changed or any(unit_actions.values())
 

@@ -134,6 +134,20 @@ def host_components(host, groups, host_vars, jwt, facts=None):
     return components
 
 
+def units_enabled_with_munge(host, groups):
+    """The units munge's step enables beside munge, each ``{"name", "state": "enabled"}``: slurmd on a compute node.
+
+    Each ``systemctl enable`` reloads systemd's units (about 0.1 s of a node's CPU), and a node whose image has
+    munge and slurmd disabled paid two on its first run, one in munge's step and one in slurmd's. In one
+    ``systemctl enable`` (module_utils/systemd_unit.step_commands) it pays one. slurmd's package is in place by
+    then (this host's one transaction, before munge's step), and enabled is what Debian's package leaves it at
+    install; the slurmd role's step starts it once its configuration is in place, and enables it itself when
+    this did not (a unit not installed yet is left to it). Controllers keep their own enables: one per cluster,
+    not one per node.
+    """
+    return [{"name": "slurmd", "state": "enabled"}] if host in (groups.get("slurmd") or []) else []
+
+
 def apptainer_in_transaction(host, groups, host_vars, facts):
     """Whether the host's one transaction installs Apptainer too.
 

@@ -151,6 +151,7 @@ options:
         O(service.restart_on_change) is set, and restarts anyway with O(service.state=restarted).
       - When the unit's files or drop-ins changed on disk (systemd's C(NeedDaemonReload)), systemd reloads its
         units first.
+      - The units of O(service) and O(services) to enable are enabled in one C(systemctl enable), before any starts.
       - A unit systemd does not know fails the task, except in check mode, where this run may be the one that
         would install its package.
     type: dict
@@ -160,9 +161,13 @@ options:
         type: str
         required: true
       state:
-        description: C(restarted) restarts the daemon whatever its state (a change it can only read at start).
+        description:
+          - C(restarted) restarts the daemon whatever its state (a change it can only read at start).
+          - C(enabled) only enables the unit at boot when it is not, and leaves it stopped or running: another step
+            runs it, and this one enables it with its own units in one C(systemctl enable) (systemd reloads its
+            units once for all of them). A unit systemd does not know, or a masked one, is left to that step.
         type: str
-        choices: [started, restarted]
+        choices: [started, restarted, enabled]
         default: started
       enabled:
         description:
@@ -274,7 +279,7 @@ from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_step
 
 SERVICE_OPTIONS = dict(
     name=dict(type="str", required=True),
-    state=dict(type="str", choices=["started", "restarted"], default="started"),
+    state=dict(type="str", choices=["started", "restarted", "enabled"], default="started"),
     enabled=dict(type="bool", default=True),
     restart_on_change=dict(type="bool", default=True),
     drop_ins=dict(type="list", elements="path", default=[]),

@@ -25,7 +25,9 @@ Cases (--cases picks some):
                      labs are up together: after the cold runs, the no-op runs go round
                      the sizes (no-op 1 of each, then 2, ...), and the no-op per added node
                      is the median of those rounds' slopes: each round's runs see the
-                     machine at the same speed (measure_series).
+                     machine at the same speed (measure_series). Cold likewise: --cold-runs
+                     rounds (3 by default), each on fresh containers, and the median of
+                     their slopes.
   imaged3/9/17       the same, every host started from lab/image/compute: a compute node whose
                      image has its packages (installed by an image builder, with the ids the
                      packages chose), as many sites provision nodes. A cold run then costs a
@@ -312,11 +314,12 @@ def forget_facts(hosts: list[str]) -> None:
         (ROOT / ".cache" / "facts" / host).unlink(missing_ok=True)
 
 
-def cold_run(case: dict) -> dict:
+def cold_run(case: dict, number: int = 1) -> dict:
     hosts = inventory_hosts(case["inventory"])
     forget_facts(hosts)
-    cold = converge(case["inventory"], case["env"], f"{case['case']}-cold.log", hosts, case["playbook"])
-    log(f"{case['case']}: cold {cold['seconds']:.1f} s")
+    name = "cold" if number == 1 else f"cold{number}"
+    cold = converge(case["inventory"], case["env"], f"{case['case']}-{name}.log", hosts, case["playbook"])
+    log(f"{case['case']}: {name} {cold['seconds']:.1f} s")
     installed = sorted(h for h in hosts_in_task(cold["output"], INSTALL_TASK) if "-ctl" not in h)
     if case["case"].startswith("imaged") and installed:
         raise RuntimeError(f"{case['case']}: compute nodes {installed} installed packages their image should have had;"
@@ -334,16 +337,17 @@ def noop_run(case: dict, number: int, hosts: list[str]) -> dict:
     return result
 
 
-def summary(case: dict, cold: dict, runs: list[dict]) -> dict:
-    noop = median_run(runs)
+def summary(case: dict, colds: list[dict], runs: list[dict]) -> dict:
+    cold, noop = median_run(colds), median_run(runs)
     return {"case": case["case"], "connection": case["connection"], "slurm_hosts": len(noop["changed"]),
             "cold_s": round(cold["seconds"], 1), "noop_s": round(noop["seconds"], 1),
+            "cold_runs_s": [round(r["seconds"], 2) for r in colds],
             "noop_runs_s": [round(r["seconds"], 2) for r in runs],
             # Per no-op run, the facts step's hosts answered by the probe from the last run's kept result
             # (the first no-op after a cold run keeps it: its facts step found no records to watch yet).
             "noop_runs_probe_hits": [probe_hits(r["tasks"]) for r in runs],
-            # The machine's speed before each run, cold first (reference_cpu_seconds).
-            "reference_cpu_s": [r["reference_cpu_s"] for r in [cold, *runs]],
+            # The machine's speed before each run, the cold ones first (reference_cpu_seconds).
+            "reference_cpu_s": [r["reference_cpu_s"] for r in [*colds, *runs]],
             "cold_controller_cpu_s": round(cold["controller_cpu_s"], 1),
             "cold_hosts_cpu_s": round(cold["hosts_cpu_s"], 1),
             "noop_controller_cpu_s": round(noop["controller_cpu_s"], 1),
@@ -353,31 +357,45 @@ def summary(case: dict, cold: dict, runs: list[dict]) -> dict:
             "cold_changed": sum(cold["changed"].values())}
 
 
-def measure_series(cases: list[dict], noop_runs: int = 5) -> list[dict]:
-    """Cold and no-op runs of cases whose labs are all up at once (each its own containers and network).
-
-    Each case's cold run goes on its fresh containers, one case after the other. Then the no-op runs go round
-    the cases: no-op 1 of each case, then no-op 2 of each, ... A series of sizes (3, 9 and 17 nodes) then
-    measures each size's run k within a minute or two of the others' run k, at the same machine speed; one
-    case after another, minutes apart, the machine's speed moved (by up to 45% on this VM) between sizes and
-    the seconds per added node with it.
-    """
+def lab_down(cases: list[dict]) -> None:
     for case in cases:
         run([sys.executable, LABCTL, "down", "--inventory", case["inventory"]])
+
+
+def lab_up(cases: list[dict]) -> None:
+    for case in cases:
+        up = run([sys.executable, LABCTL, "up", "--inventory", case["inventory"], "--image", case["image"]],
+                 timeout=900)
+        if up.returncode != 0:
+            raise RuntimeError(f"labctl up failed for {case['case']}: {up.stderr[-2000:]}")
+
+
+def measure_series(cases: list[dict], noop_runs: int = 5, cold_runs: int = 1) -> list[dict]:
+    """Cold and no-op runs of cases whose labs are all up at once (each its own containers and network).
+
+    Each case's cold run goes on its fresh containers, one case after the other; with cold_runs above 1 the labs
+    are then made anew (fresh containers) and the cold runs go round again, cold_runs rounds in all. Then, on the
+    last round's labs, the no-op runs go round the cases: no-op 1 of each case, then no-op 2 of each, ... A
+    series of sizes (3, 9 and 17 nodes) then measures each size's run k within a minute or two of the others'
+    run k, at the same machine speed; one case after another, minutes apart, the machine's speed moved (by up
+    to 45% on this VM) between sizes and the seconds per added node with it.
+    """
+    lab_down(cases)
     try:
-        for case in cases:
-            up = run([sys.executable, LABCTL, "up", "--inventory", case["inventory"], "--image", case["image"]],
-                     timeout=900)
-            if up.returncode != 0:
-                raise RuntimeError(f"labctl up failed for {case['case']}: {up.stderr[-2000:]}")
-        colds = [cold_run(case) for case in cases]
+        colds: list[list[dict]] = [[] for _case in cases]
+        for number in range(1, cold_runs + 1):
+            if number > 1:
+                lab_down(cases)
+            lab_up(cases)
+            for index, case in enumerate(cases):
+                colds[index].append(cold_run(case, number))
         # The hosts site.yml ran on are the lab's containers (same names).
-        hosts = [sorted(cold["changed"]) for cold in colds]
+        hosts = [sorted(case_colds[0]["changed"]) for case_colds in colds]
         runs: list[list[dict]] = [[] for _case in cases]
         for number in range(1, noop_runs + 1):
             for index, case in enumerate(cases):
                 runs[index].append(noop_run(case, number, hosts[index]))
-        return [summary(case, cold, case_runs) for case, cold, case_runs in zip(cases, colds, runs)]
+        return [summary(case, case_colds, case_runs) for case, case_colds, case_runs in zip(cases, colds, runs)]
     finally:
         for case in cases:
             down = run([sys.executable, LABCTL, "down", "--inventory", case["inventory"]], timeout=600)
@@ -452,19 +470,23 @@ def per_added_node(cases: list[dict]) -> dict | None:
 
     noop_s is the median of the no-op rounds' slopes: round k's slope is over each size's no-op k, runs taken
     at the same machine speed (measure_series); noop_s_of_medians is the slope over each size's median run,
-    which may come from different rounds. Cold runs are one per size, minutes apart.
+    which may come from different rounds. cold_s is the same over the cold rounds (cold_s_rounds: each round's
+    sizes on fresh containers, one after another; cold_s_of_medians beside it); the CPU figures are over each
+    size's median run.
     """
     sizes = [(r["slurm_hosts"] - 1, r) for r in cases]
     if len(sizes) < 2:
         return None
     per_node = {name: slope([(n, r[name]) for n, r in sizes])
-                for name in ("cold_s", "cold_controller_cpu_s", "cold_hosts_cpu_s",
+                for name in ("cold_controller_cpu_s", "cold_hosts_cpu_s",
                              "noop_controller_cpu_s", "noop_hosts_cpu_s")}
-    rounds = min(len(r["noop_runs_s"]) for _n, r in sizes)
-    per_round = [slope([(n, r["noop_runs_s"][k]) for n, r in sizes]) for k in range(rounds)]
-    per_node["noop_s_rounds"] = per_round
-    per_node["noop_s"] = lower_median(per_round) if per_round else None
-    per_node["noop_s_of_medians"] = slope([(n, r["noop_s"]) for n, r in sizes])
+    for kind in ("cold", "noop"):
+        runs_key = kind + "_runs_s"
+        rounds = min(len(r.get(runs_key) or [r[kind + "_s"]]) for _n, r in sizes)
+        per_round = [slope([(n, (r.get(runs_key) or [r[kind + "_s"]])[k]) for n, r in sizes]) for k in range(rounds)]
+        per_node[kind + "_s_rounds"] = per_round
+        per_node[kind + "_s"] = lower_median(per_round) if per_round else None
+        per_node[kind + "_s_of_medians"] = slope([(n, r[kind + "_s"]) for n, r in sizes])
     return per_node
 
 
@@ -522,7 +544,10 @@ def table(report: dict) -> str:
                       ("per_added_imaged_compute_node", "per added compute node started from a compute image")):
         per = report.get(key)
         if per:
-            lines.append(f"{what}: cold {per['cold_s']} s, no-op {per['noop_s']} s (median of the rounds: "
+            lines.append(f"{what}: cold {per['cold_s']} s (median of the rounds: "
+                         + " ".join(str(x) for x in per.get("cold_s_rounds", []))
+                         + f"; over each size's median run {per.get('cold_s_of_medians')} s),"
+                         f" no-op {per['noop_s']} s (median of the rounds: "
                          + " ".join(str(x) for x in per.get("noop_s_rounds", []))
                          + f"; over each size's median run {per.get('noop_s_of_medians')} s)"
                          f" (CPU: cold controller {per['cold_controller_cpu_s']} s, hosts {per['cold_hosts_cpu_s']} s;"
@@ -551,13 +576,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", default=",".join(ALL_CASES), help="comma-separated subset of: " + ", ".join(ALL_CASES))
     parser.add_argument("--noop-runs", type=int, default=5, help="no-op runs per case; the median is reported")
+    parser.add_argument("--cold-runs", type=int, default=3,
+                        help="cold runs per size of a series (scale, imaged), each round on fresh containers; the"
+                             " cold seconds per added node is the median of the rounds' slopes")
     parser.add_argument("--galaxy-role", default=os.environ.get("BENCH_GALAXY_ROLE", ""),
                         help="an installed copy of the role galaxyproject.slurm (its directory), for the galaxy3 case"
                              " (default: $BENCH_GALAXY_ROLE; without one, galaxy3 is left out)")
     args = parser.parse_args()
     cases = [c for c in args.cases.split(",") if c]
-    if args.noop_runs < 1:
-        sys.exit("bench: --noop-runs must be 1 or more")
+    if args.noop_runs < 1 or args.cold_runs < 1:
+        sys.exit("bench: --noop-runs and --cold-runs must be 1 or more")
     unknown = sorted(set(cases) - set(ALL_CASES))
     if unknown:
         sys.exit(f"bench: unknown cases {unknown}; known: {ALL_CASES}")
@@ -591,8 +619,11 @@ def main() -> None:
         planned.setdefault(series(case), []).append({"case": case, "inventory": inventory, "connection": connection,
                                                      "image": case_image, "playbook": playbook,
                                                      "env": dict(case_env(case_image, connection), **env_extra)})
-    for members in planned.values():
-        report["cases"].extend(measure_series(members, args.noop_runs))
+    for name, members in planned.items():
+        # Rounds of cold runs for the series of sizes: a cold slope from one run per size moved by 0.2 s per node
+        # between two benches of one day.
+        report["cases"].extend(measure_series(members, args.noop_runs,
+                                              args.cold_runs if name in ("scale", "imaged") else 1))
     if any(series(case) == "scale" for case in cases):
         # After the series, on a machine without other labs: what apt alone costs a node, the floor of the cold
         # seconds per added node with apt.

@@ -129,3 +129,19 @@ def test_the_cold_apt_target_says_whether_apt_alone_leaves_it_within_reach():
     assert ("target per added node cold: 7.54 s, at most 1.0 s: NOT met"
             " (apt alone needs 3.51 s per added node here: out of reach on this machine)") in text
     assert "apt alone on a fresh compute node (install-packages.sh): 7.02 s of CPU (runs 7.02; wall 6.9 s)," in text
+
+
+def test_cold_per_added_node_is_the_median_of_the_cold_rounds():
+    # Each size's cold run k is on fresh containers in round k; the per-node figure is the median round's slope,
+    # not the slope over each size's median run (those may come from different rounds).
+    cases = [dict(sized("imaged3", 3, [4.0, 5.2, 4.1]), cold_runs_s=[14.6, 13.7, 13.9]),
+             dict(sized("imaged9", 9, [5.2, 6.4, 5.3]), cold_runs_s=[19.0, 18.3, 20.3]),
+             dict(sized("imaged17", 17, [5.7, 8.0, 7.4]), cold_runs_s=[29.7, 25.8, 27.9])]
+    for case in cases:
+        case["cold_s"] = sorted(case["cold_runs_s"])[1]
+    per_node = bench.per_added_node(cases)
+    assert per_node["cold_s_rounds"] == [1.093, 0.868, 0.997]
+    assert per_node["cold_s"] == 0.997
+    assert per_node["cold_s_of_medians"] == 1.006
+    # The no-op figures are as before.
+    assert per_node["noop_s"] == 0.2

@@ -12,6 +12,9 @@ c. an interrupted run (killed after slurm.conf is written, before it is
    applied), then the next run;
 g. --check --diff of a changed inventory: the diff shows, nothing changes;
 d. a compute node added to alpha while a job runs on another node;
+i. munge and slurmd disabled by hand on a compute node: the next run enables
+   both again (one reload of systemd, neither daemon restarted), the re-run
+   changed=0;
 e. that node removed again while a job runs on it: drained, the job ends,
    then the reconfigure drops it;
 f. HA: alpha's primary slurmctld stopped, the backup takes over, then gives
@@ -244,6 +247,35 @@ def step_d_add_a_compute_node(site):
     check(not any(again.values()), "the re-run changed %s" % {h: n for h, n in again.items() if n})
 
 
+def reloads_since(host, since):
+    """How often systemd on host reloaded its units since the epoch second since (PID 1's journal)."""
+    out = dexec(host, "journalctl", "-q", "_PID=1", "--since=@%d" % since, "-o", "cat")
+    return sum(1 for line in out.splitlines() if line.startswith("Reload requested from client"))
+
+
+def enabled(host, *names):
+    res = run(["docker", "exec", host, "systemctl", "is-enabled", *names])
+    return res.stdout.split()
+
+
+def step_i_disabled_daemons_are_enabled_again(site):
+    host = "lc-a-c1"
+    running = {name: unit(host, name) for name in ("munge", "slurmd")}
+    dexec(host, "systemctl", "disable", "--quiet", "munge", "slurmd")
+    check(enabled(host, "munge", "slurmd") == ["disabled", "disabled"], "the disable did not take")
+    # After the disable's own reload, in a later second of the journal.
+    time.sleep(1.1)
+    since = int(dexec(host, "date", "+%s"))
+    counts = changed_counts(site.converge())
+    check(enabled(host, "munge", "slurmd") == ["enabled", "enabled"], "site.yml left %s" % enabled(host, "munge", "slurmd"))
+    check({h for h, n in counts.items() if n} == {host}, "the run changed %s" % {h: n for h, n in counts.items() if n})
+    # munge's step enabled both in one systemctl enable; neither daemon restarted for it.
+    check(reloads_since(host, since) == 1, "systemd reloaded %d times for the two enables" % reloads_since(host, since))
+    check({name: unit(host, name) for name in running} == running, "a daemon restarted to be enabled")
+    again = changed_counts(site.converge())
+    check(not any(again.values()), "the re-run changed %s" % {h: n for h, n in again.items() if n})
+
+
 def step_e_remove_a_compute_node(site):
     job = dexec("lc-a-ctl1", "sbatch", "--parsable", "-w", "lc-a-c3", "-t", "5", "--wrap", "sleep 30")
     wait_for("job %s running" % job, lambda: job_state("lc-a-ctl1", job) == "RUNNING", 60)
@@ -316,6 +348,7 @@ STEPS = [
     ("c", "interrupted run, then the next", step_c_interrupted_run_is_applied_by_the_next),
     ("g", "--check --diff changes nothing", step_g_check_diff_changes_nothing),
     ("d", "add a compute node to alpha", step_d_add_a_compute_node),
+    ("i", "munge and slurmd disabled by hand are enabled again", step_i_disabled_daemons_are_enabled_again),
     ("e", "remove a compute node with a job on it", step_e_remove_a_compute_node),
     ("f", "HA failover and back", step_f_ha_failover_and_back),
     ("h", "rename beta to gamma (refused, then allowed)", step_h_rename_with_opt_in),

@@ -27,6 +27,7 @@ from ansible_collections.hybridhpc.slurm.plugins.module_utils.host_packages impo
     missing,
     newly_installed,
     packages,
+    units_enabled_with_munge,
 )
 
 DEBIAN = {"distribution": "Debian", "os_family": "Debian"}
@@ -46,6 +47,15 @@ def test_each_host_gets_the_packages_of_its_groups():
     ]
     assert host_packages(host_components("onprem-c1", GROUPS, {}, True), DEBIAN, {}) == ["munge", "slurm-client", "slurmd"]
     assert host_packages(host_components("cloud-ctl1", GROUPS, {}, False), DEBIAN, {}) == ["munge", "slurm-client", "slurmctld"]
+
+
+def test_munge_s_step_enables_slurmd_on_compute_nodes_only():
+    assert units_enabled_with_munge("onprem-c1", GROUPS) == [{"name": "slurmd", "state": "enabled"}]
+    # Controllers enable their daemons in their own steps (once per cluster).
+    assert units_enabled_with_munge("onprem-ctl1", GROUPS) == []
+    assert units_enabled_with_munge("login1", {}) == []
+    assert FilterModule().filters()["slurm_units_enabled_with_munge"]("cloud-c1", GROUPS) == [
+        {"name": "slurmd", "state": "enabled"}]
 
 
 def test_the_jwt_plugin_goes_only_where_tokens_are_made_or_checked():
@@ -102,7 +112,7 @@ def test_the_filter_merges_results_and_ignores_skipped_ones():
     assert slurm_packages_newly_installed({}, ["slurmd"]) == []
     assert set(FilterModule().filters()) == {
         "slurm_packages", "slurm_host_packages", "slurm_packages_covered", "slurm_packages_newly_installed",
-        "slurm_packages_fresh", "slurm_login_sackd", "slurm_packages_missing",
+        "slurm_packages_fresh", "slurm_login_sackd", "slurm_units_enabled_with_munge", "slurm_packages_missing",
         "slurm_host_apt_sources", "slurm_apptainer_fallback_files",
     }
 

@@ -83,7 +83,41 @@ def test_a_masked_unit_fails_naming_the_fix():
 
 
 def test_an_unknown_state_is_refused():
-    assert actions(RUNNING, wanted="reloaded")[1] == "service.state: 'reloaded' is not one of started, restarted"
+    assert actions(RUNNING, wanted="reloaded")[1] == (
+        "service.state: 'reloaded' is not one of started, restarted, enabled")
+
+
+@pytest.mark.parametrize("state, enabled, expected", [
+    # Another step's daemon: enabled here at most, never started, restarted or reloaded.
+    (dict(STOPPED, UnitFileState="disabled"), True, ["enable"]),
+    (dict(STOPPED, UnitFileState="disabled", NeedDaemonReload="yes"), True, ["enable"]),
+    (dict(STOPPED, UnitFileState="enabled", NeedDaemonReload="yes"), True, []),
+    (dict(RUNNING, UnitFileState="disabled"), True, ["enable"]),
+    (dict(RUNNING, UnitFileState="disabled"), None, []),
+    (dict(RUNNING, UnitFileState="static"), True, []),
+    # Not installed yet, or masked: the step that runs it says so, not this one.
+    ({"LoadState": "not-found", "ActiveState": "inactive"}, True, []),
+    (dict(STOPPED, UnitFileState="masked"), True, []),
+])
+def test_a_unit_wanted_enabled_is_only_enabled(state, enabled, expected):
+    for check_mode in (False, True):
+        assert systemd_unit.unit_actions("slurmd", state, enabled, "enabled", True, True, check_mode) == (expected, None)
+
+
+@pytest.mark.parametrize("planned, expected", [
+    # munge's step on a new compute node: one enable for munge and slurmd (one reload), then munge starts.
+    ([("munge", ["enable", "start"]), ("slurmd", ["enable"])], [("enable", ["munge", "slurmd"]), ("start", ["munge"])]),
+    # The enable's reload serves a unit whose files changed on disk: no daemon-reload of its own.
+    ([("munge", ["daemon-reload", "restart"]), ("power.path", ["enable", "start"])],
+     [("enable", ["power.path"]), ("restart", ["munge"]), ("start", ["power.path"])]),
+    # Without an enable, one daemon-reload for every unit that asks for it.
+    ([("a", ["daemon-reload", "restart"]), ("b", ["daemon-reload", "start"])],
+     [("daemon-reload", []), ("restart", ["a"]), ("start", ["b"])]),
+    ([("munge", []), ("slurmd", [])], []),
+    ([], []),
+])
+def test_step_commands_enable_every_unit_at_once_then_start_each_in_order(planned, expected):
+    assert systemd_unit.step_commands(planned) == expected
 
 
 DROP_IN = "/etc/systemd/system/slurmrestd.service.d/override.conf"

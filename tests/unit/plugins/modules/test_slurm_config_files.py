@@ -171,8 +171,8 @@ import json, os, sys
 state_file, log_file = sys.argv[0] + ".state", sys.argv[0] + ".log"
 state = json.load(open(state_file))
 args = [a for a in sys.argv[1:] if a != "--"]
-# One state for every unit, or each unit its own under "units".
-unit = state if args[0] == "daemon-reload" else state.get("units", {}).get(args[-1], state)
+# One state for every unit, or each unit its own under "units"; a verb may name several units.
+units = [state.get("units", {}).get(name, state) for name in args[1:]] or [state]
 if args[0] == "show":
     # As systemd's: one block per unit asked, in that order, an empty line between.
     names = [a for a in args[1:] if not a.startswith("--property=")]
@@ -186,10 +186,11 @@ open(sys.argv[0] + ".sysv", "a").write("%s %s\\n" % (args[0], os.environ.get("SY
 if state.get("fail") == args[0]:
     print("Job for %s failed." % args[1], file=sys.stderr)
     sys.exit(1)
-if args[0] in ("start", "restart"):
-    unit["ActiveState"] = "active"
-if args[0] == "enable":
-    unit["UnitFileState"] = "enabled"
+for unit in units:
+    if args[0] in ("start", "restart"):
+        unit["ActiveState"] = "active"
+    if args[0] == "enable":
+        unit["UnitFileState"] = "enabled"
 # As systemd's: an enable reloads the units once it made its links.
 if args[0] in ("daemon-reload", "enable"):
     for unit in [state] + list(state.get("units", {}).values()):
@@ -396,7 +397,7 @@ def test_a_missing_account_is_planned_in_check_mode_and_makes_the_step_changed(r
     assert ["--uid", "64999"] == result["account_commands"][1][2:4]
 
 
-def test_more_units_run_after_the_service_each_as_it_would_alone(run_module, tmp_path, systemctl):
+def test_more_units_run_after_the_service_with_one_enable_for_all(run_module, tmp_path, systemctl):
     idle = {"LoadState": "loaded", "ActiveState": "inactive", "UnitFileState": "disabled"}
     running = {"LoadState": "loaded", "ActiveState": "active", "UnitFileState": "enabled"}
     systemctl.set(LoadState="loaded", units={"munge": dict(running), "power.path": dict(idle),
@@ -406,11 +407,36 @@ def test_more_units_run_after_the_service_each_as_it_would_alone(run_module, tmp
     assert first["unit_actions"] == {"munge": ["restart"], "power.path": ["enable", "start"],
                                      "power.timer": ["restart"]}
     assert first["service_actions"] == ["restart"]
-    assert systemctl.verbs() == ["restart munge", "enable power.path", "start power.path", "restart power.timer"]
+    # One enable (one reload of systemd) before any start; then each unit in the step's order.
+    assert systemctl.verbs() == ["enable power.path", "restart munge", "start power.path", "restart power.timer"]
+    assert systemctl.shows() == [["munge", "power.path", "power.timer"]]
     again = run_module(spec)
     assert not again["changed"] and again["unit_actions"] == {"munge": [], "power.path": [], "power.timer": []}
     units_only = run_module({"services": [{"name": "power.timer", "state": "restarted"}]})
     assert units_only["service_actions"] == [] and units_only["unit_actions"] == {"power.timer": ["restart"]}
+
+
+def test_another_steps_daemon_is_enabled_with_the_service_in_one_enable_and_left_stopped(run_module, tmp_path,
+                                                                                        systemctl):
+    idle = {"LoadState": "loaded", "ActiveState": "inactive", "UnitFileState": "disabled"}
+    systemctl.set(LoadState="loaded", units={"munge": dict(idle), "slurmd": dict(idle)})
+    spec = dict(key_args(tmp_path), services=[{"name": "slurmd", "state": "enabled"}])
+    first = run_module(spec)
+    assert first["changed"] and first["unit_actions"] == {"munge": ["enable", "start"], "slurmd": ["enable"]}
+    assert systemctl.verbs() == ["enable munge slurmd", "start munge"]
+    assert systemctl.skip_sysv() == ["enable 1", "start -"]
+    again = run_module(spec)
+    assert not again["changed"] and again["unit_actions"] == {"munge": [], "slurmd": []}
+    # Disabled behind the collection's back: the step enables it again, and starts nothing.
+    systemctl.set(LoadState="loaded", units={"munge": {"LoadState": "loaded", "ActiveState": "active",
+                                                       "UnitFileState": "enabled"}, "slurmd": dict(idle)})
+    drifted = run_module(spec)
+    assert drifted["changed"] and drifted["unit_actions"] == {"munge": [], "slurmd": ["enable"]}
+    # Not installed yet (its package comes with its own role on this host): left to that role's step.
+    systemctl.set(LoadState="loaded", units={"munge": {"LoadState": "loaded", "ActiveState": "active",
+                                                       "UnitFileState": "enabled"},
+                                             "slurmd": {"LoadState": "not-found", "ActiveState": "inactive"}})
+    assert run_module(spec)["unit_actions"] == {"munge": [], "slurmd": []}
 
 
 def test_a_bad_unit_entry_is_named_before_anything_runs(run_module, tmp_path, systemctl):
