@@ -163,7 +163,7 @@ options:
       state:
         description:
           - C(restarted) restarts the daemon whatever its state (a change it can only read at start).
-          - C(enabled) only enables the unit at boot when it is not, and leaves it stopped or running: another step
+          - C(enabled) only enables the unit at boot when it is not, and leaves it stopped or running; another step
             runs it, and this one enables it with its own units in one C(systemctl enable) (systemd reloads its
             units once for all of them). A unit systemd does not know, or a masked one, is left to that step.
         type: str
