@@ -416,8 +416,7 @@ def test_more_units_run_after_the_service_with_one_enable_for_all(run_module, tm
     assert units_only["service_actions"] == [] and units_only["unit_actions"] == {"power.timer": ["restart"]}
 
 
-def test_another_steps_daemon_is_enabled_with_the_service_in_one_enable_and_left_stopped(run_module, tmp_path,
-                                                                                        systemctl):
+def test_another_steps_daemon_is_enabled_with_the_service_in_one_enable(run_module, tmp_path, systemctl):
     idle = {"LoadState": "loaded", "ActiveState": "inactive", "UnitFileState": "disabled"}
     systemctl.set(LoadState="loaded", units={"munge": dict(idle), "slurmd": dict(idle)})
     spec = dict(key_args(tmp_path), services=[{"name": "slurmd", "state": "enabled"}])
