@@ -357,9 +357,12 @@ def summary(case: dict, colds: list[dict], runs: list[dict]) -> dict:
             "cold_changed": sum(cold["changed"].values())}
 
 
-def lab_down(cases: list[dict]) -> None:
+def lab_down(cases: list[dict], report: bool = False) -> None:
+    """Remove the cases' labs (with report, say which labctl could not remove)."""
     for case in cases:
-        run([sys.executable, LABCTL, "down", "--inventory", case["inventory"]])
+        down = run([sys.executable, LABCTL, "down", "--inventory", case["inventory"]], timeout=600)
+        if report and down.returncode != 0:
+            log(f"labctl down failed for {case['case']}: {down.stderr[-500:]}")
 
 
 def lab_up(cases: list[dict]) -> None:
@@ -397,10 +400,7 @@ def measure_series(cases: list[dict], noop_runs: int = 5, cold_runs: int = 1) ->
                 runs[index].append(noop_run(case, number, hosts[index]))
         return [summary(case, case_colds, case_runs) for case, case_colds, case_runs in zip(cases, colds, runs)]
     finally:
-        for case in cases:
-            down = run([sys.executable, LABCTL, "down", "--inventory", case["inventory"]], timeout=600)
-            if down.returncode != 0:
-                log(f"labctl down failed for {case['case']}: {down.stderr[-500:]}")
+        lab_down(cases, report=True)
 
 
 def floor_summary(cpu_runs: list[float], wall_runs: list[float], cpus: int) -> dict:
@@ -417,15 +417,14 @@ def apt_floor(image: str, runs: int = 2) -> dict:
     packages: its index refreshed with Apptainer's sid suite, one transaction with service starts held back) in a
     fresh lab container, ``runs`` times one after another, each in a new container; the container's CPU for it
     (its cgroup: apt, dpkg, the maintainer scripts and systemd's reloads they ask for). floor_summary."""
-    inventory = lab_inventory("aptfloor", {"slurmd": {"hosts": {APT_FLOOR_HOST: {"lab_profile": "compute"}}}}, {})
+    lab = [{"case": "aptfloor", "image": image, "inventory": lab_inventory(
+        "aptfloor", {"slurmd": {"hosts": {APT_FLOOR_HOST: {"lab_profile": "compute"}}}}, {})}]
     script = "/usr/local/sbin/hybridhpc-image-install-packages"
     cpu_runs, wall_runs = [], []
     try:
         for _number in range(runs):
-            run([sys.executable, LABCTL, "down", "--inventory", inventory])
-            up = run([sys.executable, LABCTL, "up", "--inventory", inventory, "--image", image], timeout=900)
-            if up.returncode != 0:
-                raise RuntimeError(f"labctl up failed for the apt floor: {up.stderr[-2000:]}")
+            lab_down(lab)
+            lab_up(lab)
             copied = run(["docker", "cp", str(COMPUTE_IMAGE_DIR / INSTALL_SCRIPT), f"{APT_FLOOR_HOST}:{script}"])
             if copied.returncode != 0:
                 raise RuntimeError(f"docker cp of {INSTALL_SCRIPT} failed: {copied.stderr[-500:]}")
@@ -437,7 +436,7 @@ def apt_floor(image: str, runs: int = 2) -> dict:
             if res.returncode != 0:
                 raise RuntimeError(f"{INSTALL_SCRIPT} failed in {APT_FLOOR_HOST}:\n{res.stderr[-2000:]}")
     finally:
-        run([sys.executable, LABCTL, "down", "--inventory", inventory], timeout=600)
+        lab_down(lab, report=True)
     floor = floor_summary(cpu_runs, wall_runs, os.cpu_count() or 1)
     log(f"apt alone, per node: {floor['cpu_s']} s of CPU (runs {floor['cpu_s_runs']}), "
         f"{floor['per_node_s']} s on {floor['cpus']} cores")
@@ -481,9 +480,10 @@ def per_added_node(cases: list[dict]) -> dict | None:
                 for name in ("cold_controller_cpu_s", "cold_hosts_cpu_s",
                              "noop_controller_cpu_s", "noop_hosts_cpu_s")}
     for kind in ("cold", "noop"):
-        runs_key = kind + "_runs_s"
-        rounds = min(len(r.get(runs_key) or [r[kind + "_s"]]) for _n, r in sizes)
-        per_round = [slope([(n, (r.get(runs_key) or [r[kind + "_s"]])[k]) for n, r in sizes]) for k in range(rounds)]
+        # A case measured once has its one run as its runs.
+        runs = [(n, r.get(kind + "_runs_s") or [r[kind + "_s"]]) for n, r in sizes]
+        rounds = min(len(seconds) for _n, seconds in runs)
+        per_round = [slope([(n, seconds[k]) for n, seconds in runs]) for k in range(rounds)]
         per_node[kind + "_s_rounds"] = per_round
         per_node[kind + "_s"] = lower_median(per_round) if per_round else None
         per_node[kind + "_s_of_medians"] = slope([(n, r[kind + "_s"]) for n, r in sizes])
