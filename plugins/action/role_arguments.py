@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import inspect
 import os
 from collections import ChainMap
 
@@ -14,28 +15,26 @@ from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import role_arguments
-from ansible_collections.hybridhpc.slurm.plugins.plugin_utils import template_cache
 
 ROLES_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "roles"))
 
-# Parsed role files by path, with the (mtime, size) they were parsed at. Filled
-# in ansible-playbook's own process by preload() (the preload callback), so
-# that every worker forked for this task finds them parsed: each worker would
-# otherwise parse some fifty YAML files again, per host and task.
-_PARSED = {}
+def _load_trusted(loader, path):
+    """A role file's data, its strings templates as Ansible takes them from a role it runs.
+
+    ansible-core 2.19 loads files untrusted unless told (DataLoader.load_from_file's trusted_as_template), and the
+    templar leaves an untrusted string as it is: a default such as ``{{ slurm_pam_slurm_adopt | default(false) }}``
+    then reached the checks as its text. 2.18 has no such option and trusts every string.
+    """
+    if "trusted_as_template" in inspect.signature(loader.load_from_file).parameters:
+        return loader.load_from_file(path, trusted_as_template=True)
+    return loader.load_from_file(path)
 
 
 def _role_file(loader, role, *path):
     full = os.path.join(ROLES_DIR, role, *path)
-    try:
-        stat = os.stat(full)
-    except OSError:
+    if not os.path.isfile(full):
         return {}
-    stamp = (stat.st_mtime_ns, stat.st_size)
-    cached = _PARSED.get(full)
-    if cached is None or cached[0] != stamp:
-        cached = _PARSED[full] = (stamp, loader.load_from_file(full) or {})
-    return cached[1]
+    return _load_trusted(loader, full) or {}
 
 
 def role_files(loader):
@@ -44,15 +43,6 @@ def role_files(loader):
                    "vars": _role_file(loader, role, "vars", "main.yml"),
                    "specs": _role_file(loader, role, role_arguments.SPEC_FILE).get("argument_specs") or {}}
             for role in role_arguments.spec_roles(ROLES_DIR)}
-
-
-def preload():
-    """Parse the role files once, before Ansible forks the workers (called by the preload callback), and compile the
-    templates of every role's defaults and vars there: this task templates them on every host."""
-    from ansible.parsing.dataloader import DataLoader
-    files = role_files(DataLoader())
-    template_cache.prefill(template_cache.sources([(role["defaults"], role["vars"]) for role in files.values()]))
-    return len(files)
 
 
 class ActionModule(ActionBase):
@@ -78,23 +68,26 @@ class ActionModule(ActionBase):
         variables = ChainMap(task_vars, *[files[role]["vars"] for role in everyone], all_defaults)
         found = []
         checked = 0
-        with self._templar.set_temporary_context(available_variables=variables):
-            for role in roles:
-                # A role's own default first, then another role's (slurm_common
-                # holds the cluster-wide ones, such as slurm_elastic_nodesets).
-                defaults = ChainMap(files[role]["defaults"], all_defaults)
-                for entry, options in role_arguments.distinct_entry_points(files[role]["specs"]):
-                    values, unresolved = {}, {}
-                    for name, source in role_arguments.option_sources(options, task_vars, defaults).items():
-                        try:
-                            values[name] = self._templar.template(task_vars[name] if source == "inventory" else defaults[name])
-                        except AnsibleUndefinedVariable as exc:
-                            # A default may name a fact an earlier role
-                            # publishes: the role's own check would see it then.
-                            if source == "inventory":
-                                unresolved[name] = "cannot be resolved before any host changes (%s)" % exc
-                    found.extend(role_arguments.problems(role, entry, options, values, unresolved))
-                    checked += 1
+        # A templar of its own over those layers (Templar's public copy and its
+        # available_variables): the task's templar keeps the task's variables.
+        templar = self._templar.copy_with_new_env()
+        templar.available_variables = variables
+        for role in roles:
+            # A role's own default first, then another role's (slurm_common
+            # holds the cluster-wide ones, such as slurm_elastic_nodesets).
+            defaults = ChainMap(files[role]["defaults"], all_defaults)
+            for entry, options in role_arguments.distinct_entry_points(files[role]["specs"]):
+                values, unresolved = {}, {}
+                for name, source in role_arguments.option_sources(options, task_vars, defaults).items():
+                    try:
+                        values[name] = templar.template(task_vars[name] if source == "inventory" else defaults[name])
+                    except AnsibleUndefinedVariable as exc:
+                        # A default may name a fact an earlier role
+                        # publishes: the role's own check would see it then.
+                        if source == "inventory":
+                            unresolved[name] = "cannot be resolved before any host changes (%s)" % exc
+                found.extend(role_arguments.problems(role, entry, options, values, unresolved))
+                checked += 1
         result["changed"] = False
         result["checked"] = checked
         if found:

@@ -64,9 +64,6 @@ FACT_COLLECTORS = {
 OPTIONAL_SUBSETS = frozenset(["hardware", "virtual", "network"])
 KNOWN_SUBSETS = OPTIONAL_SUBSETS | frozenset(["min", "all"])
 ALWAYS = ("platform", "distribution")
-# Facts of the lean path that no file shows, so host_probe cannot watch their sources:
-# processor_nproc is the CPUs this process may run on (sched_getaffinity).
-UNWATCHED = frozenset(["processor_nproc"])
 
 
 def collectors_for(filter_spec, gather_subset):
@@ -97,21 +94,6 @@ def collectors_for(filter_spec, gather_subset):
     # service_mgr require them; hardware and network read the architecture
     # and the distribution when present), as they do in setup's min subset.
     return sorted(names | set(ALWAYS))
-
-
-def unwatched_facts(filter_spec, gather_subset):
-    """What of a facts request host_probe's observations cannot follow (empty when all of it).
-
-    They follow the facts of :data:`FACT_COLLECTORS` (its /proc normalizations keep what those are made of, and
-    only that), but :data:`UNWATCHED`, for the subsets the lean path knows."""
-    if not filter_spec:
-        return ["all facts (no filter)"]
-    unwatched = [subset for subset in gather_subset or [] if subset not in KNOWN_SUBSETS]
-    for pattern in filter_spec:
-        fact = pattern[len("ansible_"):] if pattern.startswith("ansible_") else pattern
-        if fact not in FACT_COLLECTORS or fact in UNWATCHED:
-            unwatched.append(pattern)
-    return unwatched
 
 
 def _import_facts_package_without_init():

@@ -3,9 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The slurm_pam_adopt step: sshd's PAM stack with pam_slurm_adopt (present) or without it (absent).
 
-converge() is the whole step, as the module runs it and as the first play's
-facts step runs it again in check mode from the step's record
-(module_utils/config_step.py). The text edits are pam_stack's.
+converge() is the whole step, as the module runs it. The text edits are
+pam_stack's.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -184,8 +183,3 @@ def converge(module, params):
         result["diff"] = host.diffs
     return result
 
-
-def unchanged_result():
-    """What converge() returns for a step that has nothing to do (the action plugin's answer from a record): no
-    file changed, no command ran, and pam_systemd was found where the state wants it ("kept")."""
-    return dict(changed=False, changed_files=[], commands=[], sshd_changed=False, pam_systemd="kept")

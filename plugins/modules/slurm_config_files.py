@@ -26,7 +26,6 @@ author:
   - hybridhpc.slurm developers (@hybridhpc)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - hybridhpc.slurm.step_record
   - hybridhpc.slurm.system_accounts
 options:
   directories:
@@ -335,16 +334,11 @@ def main():
             service=dict(type="dict", options=SERVICE_OPTIONS),
             # Each entry checked against SERVICE_OPTIONS below (documented once, under service).
             services=dict(type="list", elements="dict", default=[]),
-            record=dict(type="dict", options=config_step.RECORD_OPTIONS),
         ),
         supports_check_mode=True,
     )
     params = dict(module.params, services=_services(module))
-    record = params.pop("record")
     result = config_step.converge(module, params)
-    # Only a run that did the step leaves its record (check mode changes nothing, the record included).
-    if record and not module.check_mode:
-        config_step.write_record(module, record["dir"], record["step"], record["digest"], params)
     module.exit_json(**result)
 
 

@@ -68,35 +68,6 @@ options:
     description: List the packages dpkg knows, with their status, on apt hosts.
     type: bool
     default: false
-  step_records:
-    description:
-      - The directory where M(hybridhpc.slurm.slurm_config_files) and M(hybridhpc.slurm.slurm_pam_adopt) keep the
-        record of each step they ran on this host.
-        Each record's step runs again here in check mode (the module's own code); those that would change nothing
-        are returned in RV(steps_in_sync). Read-only, as the rest of this module.
-    type: path
-  cache:
-    description:
-      - Keep this result in O(cache.path) (root only, 0600), with what the facts and the step checks read from
-        the host as they read it (each path's C(lstat), each directory listed, the C(/proc) files read, the
-        output of each command run). The action plugin's probe, on the next run, observes the same again
-        without Ansible's module machinery and returns this result unchanged when none of it moved
-        (C(module_utils/host_probe.py)); otherwise the module runs again.
-      - Set by the action plugin when O(step_records) is given, not by hand. Nothing is kept in check mode. When
-        something read cannot be watched (a command other than C(ip), C(systemctl show) or C(sshd -T), accounts
-        from a directory service, SELinux, C(apt-cache) run because a package is missing), any kept result is removed
-        instead, and the next run runs the module.
-    type: dict
-    suboptions:
-      path:
-        description: Where the result is kept.
-        type: path
-        required: true
-      key:
-        description: The digest of the task's arguments, the collection's code, Ansible's version and the
-          interpreter, which the probe must be given to take the kept result.
-        type: str
-        required: true
 attributes:
   check_mode:
     support: full
@@ -139,31 +110,6 @@ dpkg_installed:
     - Empty when not asked or not an apt host.
   returned: always
   type: str
-unwatched:
-  description:
-    - What the module read that the probe cannot watch (why no result was kept for the next run); empty when
-      one was kept or O(cache) was not given.
-  returned: always
-  type: list
-  elements: str
-probe:
-  description:
-    - C(hit) when the action plugin's probe found that nothing the module read on the last run changed, and
-      returned that run's result (O(file) read again); otherwise why the module ran (C(no kept result),
-      C(the host changed), ...). Empty when no probe ran (no O(step_records), check mode kept nothing, or a
-      connection without pipelining).
-  returned: always
-  type: str
-step_records_dir:
-  description: O(step_records), where the steps keep their records (empty when not given).
-  returned: always
-  type: str
-steps_in_sync:
-  description:
-    - The steps of O(step_records) that would change nothing on this host now, each with its record's digest
-      (empty when O(step_records) is not given or holds none).
-  returned: always
-  type: dict
 file:
   description: O(file) as read.
   returned: when O(file) is given
@@ -177,14 +123,14 @@ file:
       type: str
 """
 
+import base64
 import contextlib
 import fnmatch
-import os
 import platform
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_step, host_probe, lean_facts
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import lean_facts
 
 # The format module_utils/host_packages.missing() reads (a test keeps the two
 # equal): not imported, so that the module ships without the planning code.
@@ -266,6 +212,15 @@ def installed_versions(module, packages):
     return found
 
 
+def read_file(path):
+    """path's content base64-encoded, as slurp returns it."""
+    try:
+        with open(path, "rb") as handle:
+            return {"exists": True, "content": base64.b64encode(handle.read()).decode("ascii")}
+    except (IOError, OSError):
+        return {"exists": False, "content": ""}
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -275,27 +230,11 @@ def main():
             apt_policy=dict(type="list", elements="str", default=[]),
             file=dict(type="path"),
             dpkg_installed=dict(type="bool", default=False),
-            step_records=dict(type="path"),
-            cache=dict(type="dict", options=dict(path=dict(type="path", required=True),
-                                                 key=dict(type="str", no_log=False, required=True))),
         ),
         supports_check_mode=True,
     )
-    cache = module.params["cache"] if not module.check_mode else None
-    # What the facts and the step checks read, noted as they first read it (for the probe of the next run).
-    observer = host_probe.Observer(module) if cache else None
-    watching = observer if observer is not None else contextlib.nullcontext()
-    if observer is not None:
-        host_probe.host_observations(observer)
-        if module.selinux_enabled():
-            observer.problems.append("SELinux labels")
-        unwatched = lean_facts.unwatched_facts(module.params["filter"], module.params["gather_subset"])
-        if unwatched:
-            observer.problems.append("facts %s" % ", ".join(unwatched))
-    with watching:
-        facts = gather(module)
-    result = dict(changed=False, ansible_facts=facts, apt_policy="", installed_versions={}, dpkg_installed="",
-                  step_records_dir="", steps_in_sync={}, probe="", unwatched=[])
+    facts = gather(module)
+    result = dict(changed=False, ansible_facts=facts, apt_policy="", installed_versions={}, dpkg_installed="")
     apt = facts.get("ansible_pkg_mgr") == "apt"
     if module.params["apt_policy"] and apt:
         result["installed_versions"] = installed_versions(module, module.params["apt_policy"])
@@ -312,31 +251,8 @@ def main():
             module.fail_json(msg="dpkg-query failed (rc %d): %s" % (rc, (err or out).strip()))
         result["dpkg_installed"] = out
     if module.params["file"]:
-        result["file"] = host_probe.read_file(module.params["file"])
-    if module.params["step_records"]:
-        result["step_records_dir"] = module.params["step_records"]
-        with watching:
-            result["steps_in_sync"] = config_step.verified_steps(module, module.params["step_records"])
-    if cache:
-        keep(cache, observer, result)
+        result["file"] = read_file(module.params["file"])
     module.exit_json(**result)
-
-
-def keep(cache, observer, result):
-    """Keep result for the next run's probe, or remove the kept one when what was read cannot be watched."""
-    if result["apt_policy"]:
-        # apt-cache read the package index (a package is missing): not a command the probe runs.
-        observer.problems.append("apt-cache policy")
-    if not os.path.isdir(os.path.dirname(cache["path"])):
-        # Where the step records go: none yet on a new host (its first steps make the directory).
-        return
-    if observer.problems:
-        result["unwatched"] = observer.problems
-        host_probe.drop_cache(cache["path"])
-        return
-    kept = dict(result)
-    kept.pop("file", None)
-    host_probe.write_cache(cache["path"], cache["key"], observer, kept)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ author:
   - hybridhpc.slurm developers (@hybridhpc)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - hybridhpc.slurm.step_record
 options:
   state:
     description: Whether sshd's account stack uses pam_slurm_adopt.
@@ -136,7 +135,7 @@ pam_systemd:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_step, pam_stack, pam_step
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import pam_stack, pam_step
 
 
 def main():
@@ -155,16 +154,11 @@ def main():
             systemd_marker=dict(type="path", required=True),
             comment_tag=dict(type="str", default=" # disabled by hybridhpc.slurm pam_slurm_adopt"),
             fact_file=dict(type="path", required=True),
-            record=dict(type="dict", options=config_step.RECORD_OPTIONS),
         ),
         supports_check_mode=True,
     )
     params = dict(module.params)
-    record = params.pop("record")
     result = pam_step.converge(module, params)
-    # Only a run that did the step leaves its record (check mode changes nothing, the record included).
-    if record and not module.check_mode:
-        config_step.write_record(module, record["dir"], record["step"], record["digest"], params, kind="pam_adopt")
     module.exit_json(**result)
 
 

@@ -32,7 +32,7 @@ class LazyModule:
         self._module = None
 
     def load(self):
-        """Import the module now (the preload callback does, in ansible-playbook's own process)."""
+        """Import the module now."""
         if self._module is None:
             self._module = importlib.import_module(self._name)
         return self._module

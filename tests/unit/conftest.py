@@ -6,11 +6,10 @@ from __future__ import absolute_import, division, print_function  # noqa: UP010
 
 __metaclass__ = type  # noqa: UP001
 
-import json
 
 import pytest
 from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
+from module_args import set_module_args
 
 
 class _Finished(Exception):
@@ -33,7 +32,7 @@ def module_main(monkeypatch):
 
     def run(main, args, check_mode=False, diff=False):
         module_args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
-        monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": module_args})))
+        set_module_args(monkeypatch, module_args)
         with pytest.raises(_Finished) as outcome:
             main()
         return outcome.value.args[0]

@@ -19,6 +19,7 @@ import pytest
 import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
+from templating import trusted
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ROLES = ROOT / "roles"
@@ -150,7 +151,7 @@ def render(expression, inv):
     variables.update(copy.deepcopy(inv))
     loader = DataLoader()
     loader.set_basedir(str(ROLES / "ack_operator"))
-    return Templar(loader=loader, variables=variables).template(expression)
+    return Templar(loader=loader, variables=trusted(variables)).template(trusted(expression))
 
 
 def cluster_values(**overrides):

@@ -11,6 +11,7 @@ import pathlib
 import pytest
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
+from templating import trusted
 
 lupa = pytest.importorskip("lupa")
 
@@ -28,7 +29,7 @@ def render(partitions, k8s_partitions, config=None):
         "slurm_k8s_partitions": k8s_partitions,
     }
     loader = DataLoader()
-    return Templar(loader=loader, variables=variables).template(TEMPLATE.read_text())
+    return Templar(loader=loader, variables=trusted(variables)).template(trusted(TEMPLATE.read_text()))
 
 
 def load(script):

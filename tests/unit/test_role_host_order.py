@@ -11,6 +11,7 @@ import pathlib
 import re
 
 from ansible.template import Templar
+from templating import trusted
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -30,7 +31,7 @@ def test_no_role_or_playbook_builds_a_host_list_with_intersect():
 def test_select_in_keeps_the_first_lists_order():
     hosts = ["c%d" % i for i in range(30, 0, -1)]
     templar = Templar(loader=None, variables={"a": hosts, "b": list(reversed(hosts))[:20]})
-    assert templar.template("{{ a | select('in', b) | list }}") == [h for h in hosts if h in hosts[10:]]
+    assert templar.template(trusted("{{ a | select('in', b) | list }}")) == [h for h in hosts if h in hosts[10:]]
 
 
 def test_no_role_or_playbook_uses_run_once():

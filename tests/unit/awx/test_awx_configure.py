@@ -17,6 +17,7 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.parsing.vault import VaultLib, VaultSecret
 from ansible.template import Templar
+from templating import trusted
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 PLAYBOOK = ROOT / "playbooks" / "awx_configure.yml"
@@ -31,7 +32,7 @@ SECRETS = {
 
 
 def play_vars(**overrides):
-    play = yaml.safe_load(PLAYBOOK.read_text())[0]
+    play = trusted(yaml.safe_load(PLAYBOOK.read_text())[0])
     variables = dict(play["vars"], playbook_dir=str(ROOT / "playbooks"), **overrides)
     return Templar(loader=DataLoader(), variables=variables), variables
 
@@ -197,7 +198,7 @@ def test_credentials_name_existing_types():
 
 
 def test_workflows_chain_existing_nodes():
-    play = yaml.safe_load(PLAYBOOK.read_text())[0]
+    play = trusted(yaml.safe_load(PLAYBOOK.read_text())[0])
     templar, _variables = play_vars()
     jt_names = {"%s %s" % (rendered("awx_name_prefix"), jt["key"].replace("_", " ")) for jt in job_templates()}
     workflows = [templar.template(t["awx.awx.workflow_job_template"]) for t in play["tasks"] if "awx.awx.workflow_job_template" in t]

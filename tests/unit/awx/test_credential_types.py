@@ -168,17 +168,27 @@ def test_rendered_injection(path, tmp_path):
 
 
 def test_extra_vars_reach_ansible_as_unsafe_text(tmp_path):
-    """AWX dumps the credential extra vars with every string !unsafe: Ansible must load them as such."""
+    """AWX dumps the credential extra vars with every string !unsafe: loaded as Ansible loads an extra vars file
+    (trusted as templates on 2.19+), each stays the literal text when templated."""
+    import inspect
+
     from ansible.parsing.dataloader import DataLoader
-    from ansible.utils.unsafe_proxy import AnsibleUnsafeText
+    from ansible.template import Templar
 
     ctype = load(TYPES_DIR / "slurm_munge_key.yml")
-    extra_vars, _env, _files = awx_injectors.inject(ctype, {"munge_key_b64": "{{ lookup('pipe', 'id') }}"}, str(tmp_path))
+    extra_vars, _env, _files = awx_injectors.inject(ctype, {"munge_key_b64": "{{ 6 * 7 }}"}, str(tmp_path))
     dumped = tmp_path / "env" / "extravars"
+    loader = DataLoader()
+    trusted = {"trusted_as_template": True} if "trusted_as_template" in inspect.signature(
+        loader.load_from_file).parameters else {}
+    templar = Templar(loader=loader, variables={})
+    # Without the !unsafe tags the same file's value is templated (2.18 gives text, 2.19 the number): the
+    # check below can fail.
+    dumped.write_text(yaml.safe_dump(extra_vars))
+    assert templar.template(loader.load_from_file(str(dumped), cache="none", **trusted)["munge_key_b64"]) in (42, "42")
     dumped.write_text(awx_injectors.safe_dump(extra_vars))
-    loaded = DataLoader().load_from_file(str(dumped))
-    assert isinstance(loaded["munge_key_b64"], AnsibleUnsafeText)
-    assert loaded["munge_key_b64"] == "{{ lookup('pipe', 'id') }}"
+    loaded = loader.load_from_file(str(dumped), cache="none", **trusted)
+    assert templar.template(loaded["munge_key_b64"]) == "{{ 6 * 7 }}"
 
 
 def test_a_template_naming_an_unknown_field_is_refused():

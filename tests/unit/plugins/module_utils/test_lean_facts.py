@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible.modules import setup
+from module_args import SCRIPT_PRELUDE
 
 import ansible_collections.hybridhpc
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import lean_facts
@@ -28,10 +29,8 @@ ROOT = Path(__file__).resolve().parents[4]
 SUBSET = ["min", "hardware", "virtual", "network"]
 EVERY_LEAN_FACT = sorted(lean_facts.FACT_COLLECTORS)
 
-GATHER_IN_A_FRESH_PROCESS = r"""
+GATHER_IN_A_FRESH_PROCESS = SCRIPT_PRELUDE + r"""
 import json, sys
-from ansible.module_utils import basic
-basic._ANSIBLE_ARGS = json.dumps({"ANSIBLE_MODULE_ARGS": {}}).encode()
 module = basic.AnsibleModule(argument_spec={})
 commands = []
 run_command = module.run_command
@@ -159,11 +158,3 @@ def test_only_the_interfaces_of_the_default_addresses_are_read():
         assert read == []
     assert not [argv for argv in gathered["commands"] if argv[1:4] == ["-4", "route", "show"]]
 
-
-def test_unwatched_facts_name_what_the_observations_cannot_follow():
-    assert lean_facts.unwatched_facts(["distribution", "ansible_memtotal_mb", "default_ipv4", "local"],
-                                      ["min", "hardware", "virtual", "network"]) == []
-    assert lean_facts.unwatched_facts(["memfree_mb", "processor_nproc", "mounts"], ["all"]) == [
-        "memfree_mb", "processor_nproc", "mounts"]
-    assert lean_facts.unwatched_facts([], ["all"]) == ["all facts (no filter)"]
-    assert lean_facts.unwatched_facts(["distribution"], ["!all"]) == ["!all"]

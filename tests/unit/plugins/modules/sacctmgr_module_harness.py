@@ -11,12 +11,11 @@ from __future__ import absolute_import, division, print_function  # noqa: UP010
 
 __metaclass__ = type  # noqa: UP001
 
-import json
 import pathlib
 
 import pytest
 from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
+from module_args import set_module_args
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "sacctmgr"
 SACCTMGR = "/usr/bin/sacctmgr"
@@ -78,8 +77,7 @@ def module_runner(monkeypatch, module):
         monkeypatch.setattr(basic.AnsibleModule, "run_command",
                             lambda self, argv, **kwargs: replay(argv, **kwargs))
         module_args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
-        monkeypatch.setattr(basic, "_ANSIBLE_ARGS",
-                            to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": module_args})))
+        set_module_args(monkeypatch, module_args)
         with pytest.raises((ExitJson, FailJson)) as outcome:
             module.main()
         return outcome.type, outcome.value.args[0]

@@ -11,12 +11,11 @@ from __future__ import absolute_import, division, print_function  # noqa: UP010
 
 __metaclass__ = type  # noqa: UP001
 
-import json
 import pathlib
 
 import pytest
 from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
+from module_args import set_module_args
 
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import sacctmgr as sm
 from ansible_collections.hybridhpc.slurm.plugins.modules import slurm_cluster
@@ -455,8 +454,7 @@ def run_main(monkeypatch):
 
         monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
         module_args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
-        monkeypatch.setattr(basic, "_ANSIBLE_ARGS",
-                            to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": module_args})))
+        set_module_args(monkeypatch, module_args)
         with pytest.raises((ExitJson, FailJson)) as outcome:
             slurm_cluster.main()
         return outcome.type, outcome.value.args[0]

@@ -18,7 +18,7 @@ import pwd
 import pytest
 
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_files
-from ansible_collections.hybridhpc.slurm.plugins.modules import slurm_config_files, slurm_host_facts
+from ansible_collections.hybridhpc.slurm.plugins.modules import slurm_config_files
 
 USER = pwd.getpwuid(os.getuid()).pw_name
 GROUP = grp.getgrgid(os.getgid()).gr_name
@@ -446,25 +446,9 @@ def test_a_bad_unit_entry_is_named_before_anything_runs(run_module, tmp_path, sy
     assert systemctl.verbs() == [] and not conf.exists()
 
 
-# Step records: the module leaves one after a real run; the facts step runs the
-# step again from it in check mode (module_utils/config_step.py) and names the
-# steps that would do nothing. The drift cases below each break one thing the
-# step manages and must make the record "not in sync".
-def with_record(spec, tmp_path, step="s1", digest="d1"):
-    return dict(spec, record={"dir": str(tmp_path / "records"), "step": step, "digest": digest})
-
-
-@pytest.fixture
-def in_sync(module_main, tmp_path):
-    """``in_sync() -> {step: digest}``: what slurm_host_facts says of the records in tmp_path/records."""
-    def run():
-        facts_args = {"gather_subset": ["!all"], "filter": ["pkg_mgr"], "step_records": str(tmp_path / "records")}
-        result = module_main(slurm_host_facts.main, facts_args, False, False)
-        assert not result.get("failed"), result
-        return result["steps_in_sync"]
-    return run
-
-
+# Drift: after a run, each thing the step manages, broken alone, makes the next
+# run change it (or report what is pending), and the run after that changes
+# nothing.
 def full_step(tmp_path):
     spec = key_args(tmp_path)
     spec["files"].append({"dest": str(tmp_path / "etc" / "slurm.conf"), "content": CONF, "owner": USER, "group": GROUP})
@@ -475,11 +459,13 @@ def full_step(tmp_path):
     return spec
 
 
-def test_a_step_that_ran_is_in_sync_until_the_host_drifts(run_module, in_sync, tmp_path, systemctl):
-    assert in_sync() == {}
-    first = run_module(with_record(full_step(tmp_path), tmp_path))
-    assert first["changed"]
-    assert in_sync() == {"s1": "d1"}
+def nothing_to_do(result):
+    return not (result["changed"] or result["restart_required"] or result["config_changed"])
+
+
+def test_a_step_that_ran_does_nothing_until_the_host_drifts(run_module, tmp_path, systemctl):
+    assert run_module(full_step(tmp_path))["changed"]
+    assert nothing_to_do(run_module(full_step(tmp_path)))
     # Each drift alone, then put back by the step itself.
     drifts = [
         lambda: (tmp_path / "etc" / "slurm.conf").write_text(CONF + "# edited\n"),
@@ -493,114 +479,8 @@ def test_a_step_that_ran_is_in_sync_until_the_host_drifts(run_module, in_sync, t
     ]
     for number, drift in enumerate(drifts):
         drift()
-        assert in_sync() == {}, "drift %d went unnoticed" % number
-        assert run_module(with_record(full_step(tmp_path), tmp_path))["changed"] or number == 5
+        assert not nothing_to_do(run_module(full_step(tmp_path), check_mode=True)), "drift %d went unnoticed" % number
+        assert not nothing_to_do(run_module(full_step(tmp_path))), "drift %d went unnoticed" % number
         if number == 5:
             (tmp_path / "state" / "hybridhpc-pending-reconfigure").unlink()
-        assert in_sync() == {"s1": "d1"}, "drift %d: not in sync after the step ran" % number
-
-
-def test_the_records_units_are_read_in_one_systemctl_show_each_unit_its_own_state(
-        run_module, in_sync, tmp_path, systemctl):
-    running = {"LoadState": "loaded", "ActiveState": "active", "UnitFileState": "enabled"}
-    systemctl.set(LoadState="loaded", units={"munge": dict(running), "slurmd": dict(running),
-                                             "power.timer": dict(running)})
-    munge = with_record(key_args(tmp_path), tmp_path, step="munge", digest="dm")
-    slurmd = with_record({"files": [{"dest": str(tmp_path / "slurmd.conf"), "content": "x\n", "owner": USER,
-                                     "group": GROUP}],
-                          "service": {"name": "slurmd"}, "services": [{"name": "power.timer"}]},
-                         tmp_path, step="slurmd", digest="ds")
-    assert run_module(munge)["changed"] and run_module(slurmd)["changed"]
-    before = len(systemctl.shows())
-    assert in_sync() == {"munge": "dm", "slurmd": "ds"}
-    # One run for the three units of both records, each block taken for its own unit.
-    assert systemctl.shows()[before:] == [["munge", "power.timer", "slurmd"]]
-    for stopped, expected in (("slurmd", {"munge": "dm"}), ("munge", {"slurmd": "ds"}),
-                              ("power.timer", {"munge": "dm"})):
-        units = {"munge": dict(running), "slurmd": dict(running), "power.timer": dict(running)}
-        units[stopped]["ActiveState"] = "inactive"
-        systemctl.set(LoadState="loaded", units=units)
-        assert in_sync() == expected, "%s stopped" % stopped
-
-
-def test_a_record_keeps_no_content_and_only_root_reads_it(run_module, tmp_path, systemctl):
-    run_module(with_record(full_step(tmp_path), tmp_path, step="munge"))
-    records = tmp_path / "records"
-    record = (records / "munge.json").read_text()
-    assert KEY not in record and "secret" not in record and "SlurmdTimeout" not in record
-    assert json.loads(record)["digest"] == "d1"
-    assert oct(records.stat().st_mode & 0o777) == "0o700"
-    assert oct((records / "munge.json").stat().st_mode & 0o777) == "0o600"
-
-
-def test_check_mode_leaves_no_record_and_a_broken_record_is_not_in_sync(run_module, in_sync, tmp_path, systemctl):
-    run_module(with_record(full_step(tmp_path), tmp_path), check_mode=True)
-    assert not (tmp_path / "records").exists()
-    run_module(with_record(full_step(tmp_path), tmp_path))
-    (tmp_path / "records" / "other.json").write_text("{not json")
-    (tmp_path / "records" / "gone.json").write_text(json.dumps(
-        {"digest": "d2", "params": dict(json.loads((tmp_path / "records" / "s1.json").read_text())["params"],
-                                        accounts=[{"name": "no-such-account-here", "uid": 4242, "gid": 4242}])}))
-    assert in_sync() == {"s1": "d1"}
-
-
-def test_a_step_that_fails_leaves_the_old_record_which_the_host_no_longer_matches(run_module, in_sync, tmp_path,
-                                                                                  systemctl):
-    run_module(with_record(full_step(tmp_path), tmp_path))
-    systemctl.set(LoadState="loaded", ActiveState="inactive", UnitFileState="enabled", fail="start")
-    failed = run_module(with_record(full_step(tmp_path), tmp_path, digest="d2"))
-    assert failed["failed"]
-    assert json.loads((tmp_path / "records" / "s1.json").read_text())["digest"] == "d1"
-    assert in_sync() == {}
-
-
-def test_the_answer_from_a_record_is_what_a_run_with_nothing_to_do_returns(run_module, tmp_path, systemctl):
-    from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_step
-
-    spec = dict(full_step(tmp_path), services=[{"name": "power.path"}])
-    run_module(spec)
-    systemctl.set(LoadState="loaded", ActiveState="active", UnitFileState="enabled")
-    again = run_module(spec)
-    assert again == config_step.unchanged_result(spec)
-
-
-def test_restart_on_change_is_not_in_a_records_digest_and_changes_nothing_for_a_step_in_sync(
-        run_module, in_sync, tmp_path, systemctl):
-    """A role turns restart_on_change off in the run that installs its daemon: the next run, with it on, takes the
-    record, and running the step then (as its record says) does nothing either."""
-    from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_step
-
-    fresh = full_step(tmp_path)
-    fresh["service"] = dict(fresh["service"], restart_on_change=False)
-    later = dict(fresh, service=dict(fresh["service"], restart_on_change=True))
-    assert config_step.args_digest(fresh, "code") == config_step.args_digest(later, "code")
-    units = dict(fresh, services=[{"name": "power.path", "restart_on_change": False}])
-    assert config_step.args_digest(units, "code") == config_step.args_digest(
-        dict(units, services=[{"name": "power.path", "restart_on_change": True}]), "code")
-    # Everything else about a unit still counts (its state does not: test_a_restart_asked_for_...).
-    for other in (dict(later["service"], name="slurmctld"), dict(later["service"], enabled=False)):
-        assert config_step.args_digest(dict(later, service=other), "code") != config_step.args_digest(later, "code")
-
-    run_module(with_record(fresh, tmp_path))
-    systemctl.set(LoadState="loaded", ActiveState="active", UnitFileState="enabled")
-    assert in_sync() == {"s1": "d1"}
-    assert run_module(later) == config_step.unchanged_result(later)
-
-
-def test_a_restart_keeps_a_record_of_a_running_unit_that_the_next_run_with_a_start_takes(
-        run_module, in_sync, tmp_path, systemctl):
-    """A change that needed a restart: the step restarts the daemon, and its record asks only that the daemon runs.
-    The next run (state started again) takes it; a restart asked for again never does (step_action)."""
-    from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_step
-
-    systemctl.set(LoadState="loaded", ActiveState="active", UnitFileState="enabled")
-    restart = dict(full_step(tmp_path), service=dict(full_step(tmp_path)["service"], state="restarted"))
-    start = dict(restart, service=dict(restart["service"], state="started"))
-    assert config_step.args_digest(restart, "code") == config_step.args_digest(start, "code")
-    assert config_step.asks_restart(restart) and not config_step.asks_restart(start)
-    assert config_step.asks_restart(dict(start, services=[{"name": "power.path", "state": "restarted"}]))
-    assert run_module(with_record(restart, tmp_path))["service_actions"] == ["restart"]
-    record = json.loads((tmp_path / "records" / "s1.json").read_text())
-    assert record["params"]["service"]["state"] == "started"
-    assert in_sync() == {"s1": "d1"}
-    assert run_module(start) == config_step.unchanged_result(start)
+        assert nothing_to_do(run_module(full_step(tmp_path))), "drift %d: still changing after the step ran" % number
