@@ -65,9 +65,10 @@ lab-status:
 test: docker deps image lint typecheck sanity unit integration molecule molecule-majors
 	@echo "make: all tests passed"
 
-lint: deps
+lint: deps docs-deps
 	@echo "make: ansible-lint (production profile), yamllint, ruff, antsibull-changelog lint"
 	@$(BIN)/ansible-lint --profile production --offline
+	@$(DOCS_RUN) antsibull-docs lint-collection-docs --plugin-docs .
 	@$(BIN)/ruff check plugins tests lab extensions roles/copilot/files/copilot roles/power_save/files/hybridhpc_power
 	@$(BIN)/antsibull-changelog lint
 
@@ -145,6 +146,36 @@ bench-converge: docker deps image
 build: deps
 	@rm -f build/hybridhpc-slurm-*.tar.gz
 	@$(BIN)/ansible-galaxy collection build --force --output-path build
+
+# The docs site, from the plugins' and roles' own documentation (antsibull-docs,
+# Sphinx: .cache/docs-site/build/html), offline. Its tools are in a venv of their
+# own (requirements-docs.txt); the collection's dependencies come from the
+# project venv's `ansible` package. Intersphinx stays off (no network), so the
+# links into Ansible's own docs and other collections' stay unresolved and do
+# not fail the build; a dangling reference into this collection's does.
+DOCS_VENV := $(ROOT)/.cache/docs-venv
+DOCS_SITE := $(ROOT)/.cache/docs-site
+DOCS_RUN = PATH=$(DOCS_VENV)/bin:$$PATH ANSIBLE_COLLECTIONS_PATH=$(ROOT)/.collections:$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+.PHONY: docs docs-deps
+
+$(DOCS_VENV)/.stamp: requirements-docs.txt
+	@echo "make: docs venv (antsibull-docs, Sphinx)"
+	@python3 -m venv $(DOCS_VENV)
+	@$(DOCS_VENV)/bin/pip install -q --upgrade pip
+	@$(DOCS_VENV)/bin/pip install -q -r requirements-docs.txt
+	@touch $@
+
+docs-deps: $(DOCS_VENV)/.stamp
+
+docs: deps docs-deps
+	@echo "make: docs site (antsibull-docs sphinx-init, sphinx-build)"
+	@rm -rf $(DOCS_SITE) && mkdir -p $(DOCS_SITE)
+	@$(DOCS_RUN) antsibull-docs sphinx-init --use-current --dest-dir $(DOCS_SITE) hybridhpc.slurm >/dev/null
+	@printf '%s\n' '' 'intersphinx_mapping = {}' \
+	  "nitpick_ignore_regex = [('std:ref', r'(?!ansible_collections\.hybridhpc\.slurm\.).*')]" \
+	  >> $(DOCS_SITE)/conf.py
+	@$(DOCS_RUN) $(DOCS_SITE)/build.sh
+	@echo "make: $$(find $(DOCS_SITE)/build/html -name '*.html' | wc -l) pages in $(DOCS_SITE)/build/html"
 
 # The execution environment's build context (offline; `ansible-builder build` pulls the base image).
 ee-context: build
