@@ -23,7 +23,7 @@ LAB_CTL := onprem-ctl1
 LAB_SUITE ?= trixie
 LAB_IMAGE_FILE := $(if $(filter trixie,$(LAB_SUITE)),.lab-image,.lab-image-$(LAB_SUITE))
 
-.PHONY: lab lab-down lab-status test lint typecheck sanity unit integration molecule molecule-majors bench bench-power bench-converge build ee-context deps docker image clean
+.PHONY: matrix matrix-2.18 matrix-2.19 lab lab-down lab-status test lint typecheck sanity unit integration molecule molecule-majors bench bench-power bench-converge build ee-context deps docker image clean
 
 $(VENV)/.stamp: requirements-dev.txt
 	@echo "make: python venv with pinned tools"
@@ -140,6 +140,41 @@ BENCH_NOOP_RUNS ?= 5
 BENCH_COLD_RUNS ?= 3
 bench-converge: docker deps image
 	@$(PY) tests/bench/bench_converge.py --cases $(BENCH_CASES) --noop-runs $(BENCH_NOOP_RUNS) --cold-runs $(BENCH_COLD_RUNS)
+
+
+# The ansible-core matrix (README "Supported Ansible"). 2.19 is the project
+# venv's core, so every other target tests it; 2.18 gets a venv of its own
+# with the same tools (requirements-dev.txt with its two pins swapped);
+# 2.20 and 2.21 need Python 3.12+ and run in the execution environment
+# (matrix-ee). Each leg: ansible-test sanity, the unit tests, and the
+# federated lab converged from the built tarball with a stock ansible.cfg
+# (lab/converge-leg.sh: cold, re-run changed=0, a job on each cluster).
+CORE_218 := 2.18.19
+ANSIBLE_218 := 11.13.0
+VENV_218 := $(ROOT)/.cache/venv-$(CORE_218)
+
+$(VENV_218)/.stamp: requirements-dev.txt
+	@echo "make: venv for ansible-core $(CORE_218)"
+	@mkdir -p $(ROOT)/.cache
+	@sed -e 's/^ansible-core==.*/ansible-core==$(CORE_218)/' -e 's/^ansible==.*/ansible==$(ANSIBLE_218)/' \
+	  requirements-dev.txt > $(ROOT)/.cache/requirements-$(CORE_218).txt
+	@python3 -m venv $(VENV_218)
+	@$(VENV_218)/bin/pip install -q --upgrade pip
+	@$(VENV_218)/bin/pip install -q -r $(ROOT)/.cache/requirements-$(CORE_218).txt
+	@touch $@
+
+matrix-2.18: deps build image $(VENV_218)/.stamp
+	@echo "make: ansible-core $(CORE_218): sanity, unit tests, lab converge"
+	@PATH=$(VENV_218)/bin:$$PATH HYBRIDHPC_SANITY_DIR=$(ROOT)/.cache/sanity-$(CORE_218) tests/sanity.sh
+	@$(VENV_218)/bin/pytest -q -p no:cacheprovider --basetemp=$(ROOT)/.cache/pytest-unit-$(CORE_218) tests/unit
+	@LEG_GALAXY=$(VENV_218)/bin/ansible-galaxy lab/converge-leg.sh $(CORE_218) $(VENV_218)/bin/ansible-playbook
+
+# 2.19's sanity and unit tests are make sanity and make unit.
+matrix-2.19: deps build image
+	@echo "make: ansible-core 2.19 (the project venv): lab converge"
+	@LEG_GALAXY=$(BIN)/ansible-galaxy lab/converge-leg.sh 2.19 $(BIN)/ansible-playbook
+
+matrix: matrix-2.18 matrix-2.19
 
 # The collection as users get it: build/hybridhpc-slurm-<version>.tar.gz (only
 # the current one, which the execution environment installs).

@@ -21,7 +21,7 @@ def test_slope_is_the_least_squares_seconds_per_added_node():
     assert bench.slope([(3, 4.0), (3, 5.0)]) is None
 
 
-def report(federated_cold=50.5, per_node_noop=0.2):
+def report(federated_cold=50.5, per_node_noop=0.25):
     return {"cases": [{"case": "federated5-ssh", "cold_s": federated_cold, "noop_s": 8.7},
                       {"case": "single3", "cold_s": 31.4, "noop_s": 4.1}],
             "per_added_compute_node": {"cold_s": 7.54, "noop_s": per_node_noop}}
@@ -29,17 +29,18 @@ def report(federated_cold=50.5, per_node_noop=0.2):
 
 def test_each_target_measured_gets_its_figure_and_verdict():
     found = {v["target"]: v for v in bench.verdicts(report())}
-    assert found["federated lab cold"] == {"target": "federated lab cold", "seconds": 50.5, "at_most": 90.0,
+    assert found["federated lab cold"] == {"target": "federated lab cold", "seconds": 50.5, "at_most": 60.0,
                                            "met": True}
-    assert found["3-host cluster no-op"]["met"]
+    assert found["federated lab no-op"] == {"target": "federated lab no-op", "seconds": 8.7, "at_most": 10.0,
+                                            "met": True}
     # At the limit is within it; above is not.
     assert found["per added node no-op"]["met"]
-    assert not found["per added node cold"]["met"]
-    # A case or slope the run did not measure has no verdict.
+    # A case or slope the run did not measure has no verdict, nor a relative target without its reference.
     assert not any("compute image" in target for target in found)
-    assert not {v["target"]: v for v in bench.verdicts(report(federated_cold=90.1, per_node_noop=0.21))}[
+    assert not any("cold, 1.3x" in target or "galaxy" in target for target in found)
+    assert not {v["target"]: v for v in bench.verdicts(report(federated_cold=60.1, per_node_noop=0.26))}[
         "federated lab cold"]["met"]
-    assert not {v["target"]: v for v in bench.verdicts(report(per_node_noop=0.21))}["per added node no-op"]["met"]
+    assert not {v["target"]: v for v in bench.verdicts(report(per_node_noop=0.26))}["per added node no-op"]["met"]
 
 
 def test_the_table_says_which_targets_are_not_met():
@@ -48,10 +49,11 @@ def test_the_table_says_which_targets_are_not_met():
     measured = dict(report(), cases=[dict(case, **shown) for case in report()["cases"]])
     measured["per_added_compute_node"].update(cold_controller_cpu_s=0.8, cold_hosts_cpu_s=13.6,
                                               noop_controller_cpu_s=0.11, noop_hosts_cpu_s=0.05)
+    measured["apt_floor"] = bench.floor_summary([7.02], [6.9], 2)
     measured["targets"] = bench.verdicts(measured)
     text = bench.table(measured)
-    assert "target per added node cold: 7.54 s, at most 1.0 s: NOT met" in text
-    assert "target federated lab no-op: 8.7 s, at most 15.0 s: met" in text
+    assert "target per added node cold, 1.3x apt's own floor: 7.54 s, at most 4.563 s: NOT met" in text
+    assert "target federated lab no-op: 8.7 s, at most 10.0 s: met" in text
     measured["cases"][0]["reference_cpu_s"] = [0.22, 0.31]
     assert "(reference loop cpu s: 0.22 0.31)" in bench.table(measured)
 
@@ -94,9 +96,13 @@ def test_the_three_host_no_op_is_held_to_half_of_galaxyproject_slurm_in_the_same
     found = {v["target"]: v for v in bench.verdicts(measured)}
     assert found["3-host cluster no-op, half of galaxyproject.slurm's"] == {
         "target": "3-host cluster no-op, half of galaxyproject.slurm's", "seconds": 4.1, "at_most": 4.45, "met": True}
-    measured["cases"][-1]["noop_s"] = 8.1
-    assert not {v["target"]: v for v in bench.verdicts(measured)}[
-        "3-host cluster no-op, half of galaxyproject.slurm's"]["met"]
+    assert found["3-host cluster cold, a fifth of galaxyproject.slurm's"] == {
+        "target": "3-host cluster cold, a fifth of galaxyproject.slurm's", "seconds": 31.4, "at_most": 41.54,
+        "met": True}
+    measured["cases"][-1].update(noop_s=8.1, cold_s=150.0)
+    found = {v["target"]: v for v in bench.verdicts(measured)}
+    assert not found["3-host cluster no-op, half of galaxyproject.slurm's"]["met"]
+    assert not found["3-host cluster cold, a fifth of galaxyproject.slurm's"]["met"]
     # Without the comparator in the run, no verdict on it.
     assert not any("galaxy" in v["target"] for v in bench.verdicts(report()))
     assert bench.series("galaxy3") == bench.series("single3")
@@ -109,16 +115,14 @@ def test_the_apt_floor_is_the_lowest_run_of_apt_alone_over_the_cores():
     assert bench.floor_summary([7.02], [6.9], 8)["per_node_s"] == 0.877
 
 
-def test_the_cold_apt_target_says_whether_apt_alone_leaves_it_within_reach():
+def test_the_cold_apt_target_is_held_to_1_3_times_apt_alone_in_the_same_run():
     measured = dict(report(), apt_floor=bench.floor_summary([7.02], [6.9], 2))
     found = {v["target"]: v for v in bench.verdicts(measured)}
-    assert found["per added node cold"] == {"target": "per added node cold", "seconds": 7.54, "at_most": 1.0,
-                                            "met": False, "floor_s": 3.51, "reachable": False}
-    # Only the apt target has that floor; a faster machine's floor can be within the target.
-    assert "floor_s" not in found["per added node no-op"]
-    assert {v["target"]: v for v in bench.verdicts(dict(report(), apt_floor=bench.floor_summary([7.0], [7.0], 8)))}[
-        "per added node cold"]["reachable"]
-    assert "floor_s" not in {v["target"]: v for v in bench.verdicts(report())}["per added node cold"]
+    assert found["per added node cold, 1.3x apt's own floor"] == {
+        "target": "per added node cold, 1.3x apt's own floor", "seconds": 7.54, "at_most": 4.563, "met": False}
+    # A slower machine's apt takes longer, and the target with it.
+    assert {v["target"]: v for v in bench.verdicts(dict(report(), apt_floor=bench.floor_summary([12.0], [12.0], 2)))}[
+        "per added node cold, 1.3x apt's own floor"]["met"]
     shown = {"connection": "ssh", "slurm_hosts": 6, "noop_controller_cpu_s": 5.7, "noop_hosts_cpu_s": 5.5,
              "noop_tasks": 127, "noop_top_tasks": []}
     measured["cases"] = [dict(case, **shown) for case in measured["cases"]]
@@ -126,8 +130,6 @@ def test_the_cold_apt_target_says_whether_apt_alone_leaves_it_within_reach():
                                               noop_controller_cpu_s=0.11, noop_hosts_cpu_s=0.05)
     measured["targets"] = bench.verdicts(measured)
     text = bench.table(measured)
-    assert ("target per added node cold: 7.54 s, at most 1.0 s: NOT met"
-            " (apt alone needs 3.51 s per added node here: out of reach on this machine)") in text
     assert "apt alone on a fresh compute node (install-packages.sh): 7.02 s of CPU (runs 7.02; wall 6.9 s)," in text
 
 

@@ -106,11 +106,6 @@ class CallbackModule(CallbackBase):
 
     def v2_runner_on_ok(self, result) -> None:
         self._count("changed" if result._result.get("changed") else "ok")
-        # The facts step: whether its probe handed back the kept result (action/slurm_host_facts.py).
-        probe = result._result.get("probe")
-        if probe and self._current is not None:
-            outcomes = self._current.setdefault("probe", {})
-            outcomes[probe] = outcomes.get(probe, 0) + 1
 
     def v2_runner_on_skipped(self, result) -> None:
         self._count("skipped")

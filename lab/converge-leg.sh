@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# One converge leg of the ansible-core matrix (make matrix): the federated lab
+# converged by the collection as a user installs it (its built tarball) with a
+# stock ansible.cfg (an empty one), cold, then again expecting changed=0 on
+# every host, then a job on each cluster (lab/smoke.sh). The lab is made fresh
+# for the leg and removed after it.
+#
+#   lab/converge-leg.sh LEG PLAYBOOK_COMMAND...
+#
+# PLAYBOOK_COMMAND is how this leg runs ansible-playbook: a venv's
+# ansible-playbook, or `docker run ... <execution environment> ansible-playbook`.
+# With LEG_GALAXY set (that leg's ansible-galaxy), the tarball is installed
+# into a collections directory of the leg's own first; an execution
+# environment has the collection installed already.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+leg="$1"; shift
+root="$PWD"
+work="$root/.cache/matrix/$leg"
+image="$(cat .lab-image)"
+py="$root/.venv/bin/python"
+rm -rf "$work"; mkdir -p "$work"
+: > "$work/ansible.cfg"
+export ANSIBLE_CONFIG="$work/ansible.cfg" HYBRIDHPC_LAB_IMAGE="$image" ANSIBLE_FORCE_COLOR=0
+if [ -n "${LEG_GALAXY:-}" ]; then
+  tarball="$(ls build/hybridhpc-slurm-*.tar.gz)"
+  "$LEG_GALAXY" collection install --offline -p "$work/collections" "$tarball" >/dev/null
+  export ANSIBLE_COLLECTIONS_PATH="$work/collections"
+fi
+
+cleanup() { "$py" lab/labctl.py down >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+cleanup
+"$py" lab/labctl.py up --inventory inventories/lab/hosts.yml --image "$image" >/dev/null
+
+recap_ok() {  # log, what the recap must show of every host
+  local log="$1" want="$2" bad
+  bad=$(awk '/^PLAY RECAP/ {on=1; next} on && NF' "$log" | grep -v " failed=0 " || true)
+  [ -z "$bad" ] || { echo "matrix[$leg]: failed hosts:"; echo "$bad"; return 1; }
+  if [ "$want" = unchanged ]; then
+    bad=$(awk '/^PLAY RECAP/ {on=1; next} on && NF' "$log" | grep -v " changed=0 " || true)
+    [ -z "$bad" ] || { echo "matrix[$leg]: the re-run changed hosts:"; echo "$bad"; grep -B2 "^changed:" "$log" | head -40; return 1; }
+  fi
+}
+
+run_site() {  # name, what the recap must show
+  local start log="$work/$1.log"
+  start=$(date +%s)
+  "${playbook[@]}" -i inventories/lab/hosts.yml hybridhpc.slurm.site > "$log" 2>&1 \
+    || { tail -40 "$log"; echo "matrix[$leg]: site.yml $1 failed (log: $log)"; return 1; }
+  recap_ok "$log" "$2"
+  echo "matrix[$leg]: site.yml $1 passed in $(( $(date +%s) - start ))s"
+}
+
+playbook=("$@")
+"${playbook[@]}" --version | head -1 | sed "s/^/matrix[$leg]: /"
+run_site cold changed
+run_site again unchanged
+lab/smoke.sh onprem-ctl1 > "$work/smoke.log" 2>&1 || { tail -30 "$work/smoke.log"; echo "matrix[$leg]: jobs failed"; exit 1; }
+echo "matrix[$leg]: a job COMPLETED on each cluster (and on an elastic node that powered up for it)"
