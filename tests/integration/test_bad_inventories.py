@@ -17,6 +17,7 @@ import os
 import pathlib
 import re
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -24,7 +25,8 @@ import yaml
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PLAYBOOK = ROOT / "playbooks" / "site.yml"
 UPGRADE = ROOT / "playbooks" / "rolling_upgrade.yml"
-ANSIBLE_PLAYBOOK = pathlib.Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin" / "ansible-playbook"
+# The ansible-playbook of the Python running the tests (each core of the matrix has its own venv).
+ANSIBLE_PLAYBOOK = pathlib.Path(sys.executable).parent / "ansible-playbook"
 # Local in the validation play, a missing docker container in every other play.
 LOCAL_IN_VALIDATION = "{{ 'local' if ansible_play_name is match('Validate') else 'community.docker.docker' }}"
 

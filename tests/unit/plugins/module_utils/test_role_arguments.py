@@ -8,6 +8,7 @@ import json
 import os
 import pathlib
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -17,7 +18,8 @@ from ansible_collections.hybridhpc.slurm.plugins.module_utils import role_argume
 ROOT = pathlib.Path(__file__).resolve().parents[4]
 ROLES = ROOT / "roles"
 PLAYBOOKS = ROOT / "playbooks"
-ANSIBLE_PLAYBOOK = pathlib.Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin" / "ansible-playbook"
+# The ansible-playbook of the Python running the tests (each core of the matrix has its own venv).
+ANSIBLE_PLAYBOOK = pathlib.Path(sys.executable).parent / "ansible-playbook"
 
 
 def role_file(role, *path):
