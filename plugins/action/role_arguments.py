@@ -18,6 +18,7 @@ from ansible_collections.hybridhpc.slurm.plugins.module_utils import role_argume
 
 ROLES_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "roles"))
 
+
 def _load_trusted(loader, path):
     """A role file's data, its strings templates as Ansible takes them from a role it runs.
 

@@ -182,4 +182,3 @@ def converge(module, params):
     if module._diff and host.diffs:
         result["diff"] = host.diffs
     return result
-

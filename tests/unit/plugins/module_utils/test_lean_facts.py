@@ -157,4 +157,3 @@ def test_only_the_interfaces_of_the_default_addresses_are_read():
     else:
         assert read == []
     assert not [argv for argv in gathered["commands"] if argv[1:4] == ["-4", "route", "show"]]
-
