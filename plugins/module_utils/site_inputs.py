@@ -413,9 +413,22 @@ def slurmctld_problems(inputs):
     return problems
 
 
+def is_serial(value):
+    """A play's serial as site.yml's compute node play takes it: a whole number of hosts (1 or more), a
+    percentage (1% to 100%), or a list of those (batches that grow)."""
+    if isinstance(value, list):
+        return bool(value) and all(is_serial(item) for item in value)
+    if isinstance(value, str) and value.strip().endswith("%"):
+        return _is_int(value.strip()[:-1], 1, 100)
+    return _is_int(value, 1)
+
+
 def slurmd_problems(inputs):
     problems = []
     _daemon_paths(inputs, "slurmd", problems)
+    if inputs.get("slurmd_serial") is not None and not is_serial(inputs["slurmd_serial"]):
+        problems.append("slurmd_serial: %r is not a number of hosts (1 or more), a percentage (1%%-100%%) or a list of"
+                        " those; set e.g. -e slurmd_serial=10%%" % (inputs["slurmd_serial"],))
     _int_var(inputs, "slurmd_reregister_interval", problems, 1)
     if "slurmd_reregister_helper" in inputs:
         _absolute(inputs["slurmd_reregister_helper"], "slurmd_reregister_helper", problems)

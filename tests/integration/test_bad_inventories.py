@@ -133,6 +133,7 @@ CASES = {
     "slurmctld_register_cluster not a boolean": (inventory(slurmctld_register_cluster="no"), "slurmctld_register_cluster: 'no' must be true or false"),
     # slurmd
     "slurmd_reregister_interval of 0": (inventory(slurmd_reregister_interval=0), "slurmd_reregister_interval: 0 must be"),
+    "slurmd_serial that is no number": (inventory(slurmd_serial="lots"), "slurmd_serial: 'lots' is not a number of hosts"),
     "relative SlurmdSpoolDir": (inventory(slurm_config={"SlurmdSpoolDir": "spool"}), "slurm_config.SlurmdSpoolDir"),
     # slurmrestd
     "JWT key not base64": (inventory(restd=("bad-ctl1",), slurmrestd_jwt_key_b64="not base64!"), "slurmrestd_jwt_key_b64: not valid base64"),
