@@ -41,17 +41,21 @@ REFERENCE_MAJOR = "24.11"
 # 11.6.2 and later, 11.8 in trixie and sid: "will cause slurmdbd to fatal when
 # a write conflicts"); the loose- prefix makes an older MariaDB skip it.
 # ctld_parameters_defunct: SlurmctldParameters values this major rejects as
-# defunct (26.05 logs "cloud_reg_addrs is defunct, please remove it"; what it
-# did is now always done).
+# defunct (24.11.5 in the lab and 26.05 log 'The SlurmctldParameters option
+# "cloud_reg_addrs" is defunct, please remove it' at every start and
+# reconfigure; what it did is now always done).
 _SNAPSHOT_OFF = {"loose-innodb_snapshot_isolation": "OFF"}
 MAJORS = {
     "22.05": {"rest_versions": ("v0.0.36", "v0.0.37", "v0.0.38"), "sackd": False, "mariadb_settings": {}},
     "23.02": {"rest_versions": ("v0.0.37", "v0.0.38", "v0.0.39"), "sackd": False, "mariadb_settings": {}},
     "23.11": {"rest_versions": ("v0.0.38", "v0.0.39", "v0.0.40"), "sackd": True, "mariadb_settings": {}},
     "24.05": {"rest_versions": ("v0.0.39", "v0.0.40", "v0.0.41"), "sackd": True, "mariadb_settings": {}},
-    "24.11": {"rest_versions": ("v0.0.40", "v0.0.41", "v0.0.42"), "sackd": True, "mariadb_settings": {}},
-    "25.05": {"rest_versions": ("v0.0.41", "v0.0.42", "v0.0.43"), "sackd": True, "mariadb_settings": {}},
-    "25.11": {"rest_versions": ("v0.0.42", "v0.0.43", "v0.0.44"), "sackd": True, "mariadb_settings": {}},
+    "24.11": {"rest_versions": ("v0.0.40", "v0.0.41", "v0.0.42"), "sackd": True, "mariadb_settings": {},
+              "ctld_parameters_defunct": ("cloud_reg_addrs",)},
+    "25.05": {"rest_versions": ("v0.0.41", "v0.0.42", "v0.0.43"), "sackd": True, "mariadb_settings": {},
+              "ctld_parameters_defunct": ("cloud_reg_addrs",)},
+    "25.11": {"rest_versions": ("v0.0.42", "v0.0.43", "v0.0.44"), "sackd": True, "mariadb_settings": {},
+              "ctld_parameters_defunct": ("cloud_reg_addrs",)},
     "26.05": {"rest_versions": ("v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"), "sackd": True,
               "mariadb_settings": _SNAPSHOT_OFF, "ctld_parameters_defunct": ("cloud_reg_addrs",)},
 }

@@ -107,8 +107,9 @@ def test_plan_adds_power_saving_and_cloud_nodes():
 
 
 def test_cloud_reg_addrs_only_where_the_controllers_major_still_has_it():
-    for major, params in (("24.11", ["enable_configless", "cloud_reg_addrs"]), ("", ["enable_configless", "cloud_reg_addrs"]),
-                          ("26.05", ["enable_configless"])):
+    # 24.11 and later log it as defunct at every start and reconfigure; 22.05 needs it.
+    for major, params in (("22.05", ["enable_configless", "cloud_reg_addrs"]), ("", ["enable_configless", "cloud_reg_addrs"]),
+                          ("24.11", ["enable_configless"]), ("26.05", ["enable_configless"])):
         plan = slurm_elastic_plan([dockerset()], CONFIG, None, None, ["cloud-c1"], ["cloud-ctl1"], major)
         assert plan["config"]["SlurmctldParameters"] == params, major
 
