@@ -24,8 +24,8 @@ rm -rf "$work"; mkdir -p "$work"
 export ANSIBLE_CONFIG="$work/ansible.cfg" HYBRIDHPC_LAB_IMAGE="$image" ANSIBLE_FORCE_COLOR=0
 if [ -n "${LEG_GALAXY:-}" ]; then
   tarball="$(ls build/hybridhpc-slurm-*.tar.gz)"
-  "$LEG_GALAXY" collection install --offline -p "$work/collections" "$tarball" >/dev/null
   export ANSIBLE_COLLECTIONS_PATH="$work/collections"
+  "$LEG_GALAXY" collection install --offline -p "$work/collections" "$tarball" >/dev/null
 fi
 
 cleanup() { "$py" lab/labctl.py down >/dev/null 2>&1 || true; }
@@ -53,7 +53,8 @@ run_site() {  # name, what the recap must show
 }
 
 playbook=("$@")
-"${playbook[@]}" --version | head -1 | sed "s/^/matrix[$leg]: /"
+version=$("${playbook[@]}" --version)
+echo "matrix[$leg]: ${version%%$'\n'*}"
 run_site cold changed
 run_site again unchanged
 lab/smoke.sh onprem-ctl1 > "$work/smoke.log" 2>&1 || { tail -30 "$work/smoke.log"; echo "matrix[$leg]: jobs failed"; exit 1; }
