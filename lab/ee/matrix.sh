@@ -27,9 +27,12 @@ coll=$(python3 -c "import ansible_collections.hybridhpc.slurm as c, os; print(os
 ansible --version | head -1
 ansible-galaxy collection list hybridhpc.slurm
 echo "ansible-doc -l hybridhpc.slurm:"; ansible-doc -l hybridhpc.slurm
-echo "ansible-doc -t role -l hybridhpc.slurm:"; ansible-doc -t role -l hybridhpc.slurm
+for t in role filter lookup callback strategy; do
+  echo "ansible-doc -t $t -l hybridhpc.slurm:"; ansible-doc -t $t -l hybridhpc.slurm
+done
 ansible-playbook --syntax-check hybridhpc.slurm.site
-ansible-playbook --syntax-check "$coll/playbooks/site.yml"'
+ansible-playbook --syntax-check "$coll/playbooks/site.yml"
+ansible-playbook --syntax-check -i "$coll/inventories/example/hosts.yml" "$coll/playbooks/site.yml"'
 
 for step in ${steps//,/ }; do
   start=$(date +%s)
