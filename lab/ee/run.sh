@@ -8,9 +8,11 @@
 #  - the checkout at its own path, read-only (the .collections link is absolute,
 #    and the checkout's git directory, for a worktree outside it, read-only too:
 #    tests/sanity.sh lists files through git);
+#  - a tmpfs over the checkout's .cache (the repository's ansible.cfg keeps its
+#    fact cache in .cache/facts; the tests' scratch files go there too);
 #  - a volume per leg at $HOME/.ansible (ansible-test's sanity venvs, built once);
 #  - PYTHONDONTWRITEBYTECODE, hypothesis's database in /tmp (the mount is
-#    read-only), ANSIBLE_CONFIG and the colour settings as the caller has them.
+#    read-only), pip on the system CA bundle (ansible-test's venvs), ANSIBLE_CONFIG and the colour settings as the caller has them.
 # --lab: for a converge of the lab from inside the EE: the host's network (the
 # lab's containers and their published SSH ports) and the lab's SSH key and
 # ssh_config (~/.cache/hybridhpc/lab-ssh, made by lab/labctl.py; read-write for
@@ -34,9 +36,11 @@ leg="${1:?usage: run.sh [--ee] [--lab] LEG -- CMD...}"; shift
 image="$repo:$leg"
 docker image inspect "$image" >/dev/null 2>&1 || { echo "ee: $image missing (make ee)" >&2; exit 1; }
 
-args=(--rm -i --user 0 -e "HOME=$HOME" -w "$root" -v "$root:$root:ro"
+mkdir -p "$root/.cache"
+args=(--rm -i --user 0 -e "HOME=$HOME" -w "$root" -v "$root:$root:ro" --tmpfs "$root/.cache:exec"
       -v "hybridhpc-ee-ansible-$leg:$HOME/.ansible"
-      -e PYTHONDONTWRITEBYTECODE=1 -e HYPOTHESIS_STORAGE_DIRECTORY=/tmp/hypothesis)
+      -e PYTHONDONTWRITEBYTECODE=1 -e HYPOTHESIS_STORAGE_DIRECTORY=/tmp/hypothesis
+      -e PIP_CERT=/etc/ssl/certs/ca-certificates.crt)
 git_common="$(git -C "$root" rev-parse --path-format=absolute --git-common-dir 2>/dev/null || true)"
 case "$git_common" in
   ""|"$root"/*) ;;
