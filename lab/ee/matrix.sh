@@ -45,7 +45,11 @@ for step in ${steps//,/ }; do
   esac >"$log" 2>&1
   status=$?
   if [ $status -eq 0 ]; then result=passed; else result="FAILED (exit $status)"; rc=1; fi
-  summary="$(grep -E '^(=+ )?[0-9]+ (passed|failed)|^[0-9]+ (failed|passed)|(passed|failed|error)(,| in )' "$log" | tail -1)"
+  case "$step" in
+    unit) summary="$(grep -E '^[0-9]+ (passed|failed|error)' "$log" | tail -1)" ;;
+    sanity) summary="$(grep -cE '^Running sanity test' "$log") tests run$(sed -nE 's/^FATAL: The ([0-9]+) sanity test.*failed.*/, \1 failed/p' "$log" | head -1)" ;;
+    *) summary="" ;;
+  esac
   echo "matrix-ee: $leg $step: $result in $(( $(date +%s) - start ))s${summary:+ ($summary)}; log $log"
 done
 echo "matrix-ee: $leg: all steps in $(( $(date +%s) - leg_start ))s"
