@@ -108,14 +108,17 @@ def test_every_secret_role_option_has_a_credential_type():
 
 
 def dependency_collection_dirs():
+    # awx/requirements.yml lists the collection's tarball; its dependencies are
+    # galaxy.yml's (the EE gets them from the `ansible` bundle).
     with open(ROOT / "awx" / "requirements.yml", encoding="utf-8") as handle:
         reqs = yaml.safe_load(handle)["collections"]
+    with open(ROOT / "galaxy.yml", encoding="utf-8") as handle:
+        names = list(yaml.safe_load(handle).get("dependencies", {}))
+    names += [r["name"] for r in reqs if r.get("type") not in ("dir", "file") and r["name"] not in names]
     dirs = []
-    for req in reqs:
-        if req.get("type") in ("dir", "file"):  # this collection itself (its tarball)
-            continue
-        spec = importlib.util.find_spec("ansible_collections.%s" % req["name"])
-        assert spec is not None, "collection %s is not installed here (the ansible package bundles it)" % req["name"]
+    for name in names:
+        spec = importlib.util.find_spec("ansible_collections.%s" % name)
+        assert spec is not None, "collection %s is not installed here (the ansible package bundles it)" % name
         dirs.append(pathlib.Path(list(spec.submodule_search_locations)[0]))
     return dirs
 
