@@ -228,13 +228,14 @@ ee: docker ee-context
 	@mkdir -p .cache && lab/ee/build.sh build/ee $(EE_LEGS) > .cache/ee-images.new && mv .cache/ee-images.new .cache/ee-images
 
 # In each EE leg: the unit tests (pytest -q tests/unit on the checkout mounted
-# read-only), ansible-test sanity for that core, and a smoke of the installed
-# collection (ansible-doc -l, site.yml --syntax-check, stock config). Each
-# step's wall time is printed; a failing step fails the target after every leg
-# ran. lab/ee/run.sh is the one place that knows the container's mounts
-# (`lab/ee/run.sh --lab LEG -- CMD` adds the lab's network and SSH config, for a
-# converge from inside the EE). EE_STEPS=unit,smoke picks steps.
-EE_STEPS ?= unit,sanity,smoke
+# read-only), ansible-test sanity for that core, a smoke of the installed
+# collection (ansible-doc -l, site.yml --syntax-check, stock config) and the
+# federated lab converged by the EE (lab/converge-leg.sh: cold, changed=0, a
+# job on each cluster). Each step's wall time is printed; a failing step fails
+# the target after every leg ran. lab/ee/run.sh is the one place that knows
+# the container's mounts (--lab adds the lab's network and SSH config).
+# EE_STEPS=unit,smoke picks steps.
+EE_STEPS ?= unit,sanity,smoke,converge
 matrix-ee: ee $(COLL_LINK)
 	@rc=0; for leg in $(EE_LEGS); do \
 	  lab/ee/matrix.sh "$$leg" "$(EE_STEPS)" || rc=1; \

@@ -7,15 +7,18 @@
 # smoke:  the installed collection in the EE itself, as its default user, from
 #         /tmp with a stock (empty) config and no checkout mounted:
 #         ansible-doc -l hybridhpc.slurm, site.yml --syntax-check.
+# converge: lab/converge-leg.sh with the EE's ansible-playbook (the installed
+#         collection, an empty ansible.cfg, the lab's network and SSH config;
+#         its SSH master sockets in the container's /tmp, so none is left
+#         behind for the host's runs): the federated lab cold, again with
+#         changed=0, a job on each cluster.
 # Each step's output goes to .cache/matrix-ee/<leg>-<step>.log and its wall
 # time is printed; the exit status is 1 if any step failed (all steps run).
-# A converge step would be: lab/ee/run.sh --lab LEG -- ansible-playbook -i
-# inventories/lab/hosts.yml playbooks/site.yml (after `make lab`).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 leg="${1:?usage: matrix.sh LEG [STEPS]}"
-steps="${2:-unit,sanity,smoke}"
+steps="${2:-unit,sanity,smoke,converge}"
 logs="$root/.cache/matrix-ee"; mkdir -p "$logs"
 rc=0
 leg_start=$(date +%s)
@@ -41,13 +44,17 @@ for step in ${steps//,/ }; do
     unit)   "$here/run.sh" "$leg" -- pytest -q -p no:cacheprovider --continue-on-collection-errors --basetemp=/tmp/pytest-unit tests/unit ;;
     sanity) "$here/run.sh" "$leg" -- env HYBRIDHPC_SANITY_DIR=/tmp/sanity tests/sanity.sh ;;
     smoke)  docker run --rm -i "hybridhpc/slurm-ee:$leg" bash -c "$smoke" ;;
-    *) echo "matrix-ee: unknown step $step (unit, sanity, smoke)"; false ;;
+    converge) "$root/lab/converge-leg.sh" "ee-$leg" "$here/run.sh" --ee --lab "$leg" -- bash -c \
+                ': > /tmp/stock.cfg && ANSIBLE_CONFIG=/tmp/stock.cfg exec ansible-playbook "$@"' ansible-playbook \
+                -e ansible_control_path_dir=/tmp/cp ;;
+    *) echo "matrix-ee: unknown step $step (unit, sanity, smoke, converge)"; false ;;
   esac >"$log" 2>&1
   status=$?
   if [ $status -eq 0 ]; then result=passed; else result="FAILED (exit $status)"; rc=1; fi
   case "$step" in
     unit) summary="$(grep -E '^[0-9]+ (passed|failed|error)' "$log" | tail -1)" ;;
     sanity) summary="$(grep -cE '^Running sanity test' "$log") tests run$(sed -nE 's/^FATAL: The ([0-9]+) sanity test.*failed.*/, \1 failed/p' "$log" | head -1)" ;;
+    converge) summary="$(grep -E '^matrix\[' "$log" | sed 's/^matrix\[[^]]*\]: //' | paste -sd';' -)" ;;
     *) summary="" ;;
   esac
   echo "matrix-ee: $leg $step: $result in $(( $(date +%s) - start ))s${summary:+ ($summary)}; log $log"

@@ -12,7 +12,8 @@
 #    fact cache in .cache/facts; the tests' scratch files go there too);
 #  - a volume per leg at $HOME/.ansible (ansible-test's sanity venvs, built once);
 #  - PYTHONDONTWRITEBYTECODE, hypothesis's database in /tmp (the mount is
-#    read-only), pip on the system CA bundle (ansible-test's venvs), ANSIBLE_CONFIG and the colour settings as the caller has them.
+#    read-only), pip on the system CA bundle (ansible-test's venvs), ANSIBLE_CONFIG, the colour settings and
+#    HYBRIDHPC_LAB_IMAGE (the lab inventory's elastic nodes start from it) as the caller has them.
 # --lab: for a converge of the lab from inside the EE: the host's network (the
 # lab's containers and their published SSH ports) and the lab's SSH key and
 # ssh_config (~/.cache/hybridhpc/lab-ssh, made by lab/labctl.py; read-write for
@@ -46,7 +47,7 @@ case "$git_common" in
   ""|"$root"/*) ;;
   *) args+=(-v "$git_common:$git_common:ro") ;;
 esac
-for var in ANSIBLE_CONFIG ANSIBLE_FORCE_COLOR PY_COLORS; do
+for var in ANSIBLE_CONFIG ANSIBLE_FORCE_COLOR PY_COLORS HYBRIDHPC_LAB_IMAGE; do
   [ -z "${!var:-}" ] || args+=(-e "$var=${!var}")
 done
 if [ "$lab" = yes ]; then

@@ -8,6 +8,7 @@ must load from it. tests/integration/test_awx_runner.py converges a lab from
 an installed copy made the same way.
 """
 
+import importlib.util
 import json
 import pathlib
 import sys
@@ -96,7 +97,12 @@ def test_every_playbook_loads_from_the_installed_copy(installed, tmp_path):
     }, "vars": {"slurm_cluster_name": "x"}}}))
     playbooks = sorted(p.stem for p in (ROOT / "playbooks").glob("*.yml"))
     assert "site" in playbooks
-    for name in playbooks:
+    # awx_configure needs awx.awx, which is no dependency of the collection (the ansible 14 bundle lacks it).
+    awx = importlib.util.find_spec("ansible_collections.awx.awx") is not None
+    left_out = [] if awx else ["awx_configure"]
+    for name in (p for p in playbooks if p not in left_out):
         res = installed_collection.run([installed_collection.BIN / "ansible-playbook", "-i", inventory, "--syntax-check",
                                         "hybridhpc.slurm." + name], env=installed_collection.clean_env(installed), cwd=tmp_path)
         assert res.returncode == 0, "%s: %s%s" % (name, res.stdout, res.stderr)
+    if left_out:
+        pytest.skip("awx.awx is not installed: %s not loaded (every other playbook was)" % ", ".join(left_out))

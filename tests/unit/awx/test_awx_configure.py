@@ -7,6 +7,7 @@ types, unique variables, defaults of the question's type, integer min/max,
 choices holding the default. Survey variables must be ones the playbook reads.
 """
 
+import importlib.util
 import pathlib
 import re
 import subprocess
@@ -103,12 +104,21 @@ def surveys():
     return out
 
 
+# awx_configure.yml drives AWX with the awx.awx collection, which is not a
+# dependency of this one: the ansible 12 and 13 bundles ship it, the ansible 14
+# bundle (ansible-core 2.21) does not.
+AWX_COLLECTION = importlib.util.find_spec("ansible_collections.awx.awx") is not None
+
+
 def test_syntax_check():
+    playbooks = ([PLAYBOOK] if AWX_COLLECTION else []) + [ROOT / "playbooks" / "rolling_upgrade.yml"]
     res = subprocess.run(
-        [BIN / "ansible-playbook", "--syntax-check", PLAYBOOK, ROOT / "playbooks" / "rolling_upgrade.yml"],
+        [BIN / "ansible-playbook", "--syntax-check", *playbooks],
         check=False, capture_output=True, text=True, timeout=120, cwd=ROOT,
     )
     assert res.returncode == 0, res.stdout + res.stderr
+    if not AWX_COLLECTION:
+        pytest.skip("awx.awx is not installed: awx_configure.yml left out of the syntax check (rolling_upgrade.yml passed)")
 
 
 @pytest.mark.parametrize("playbook,survey", surveys())
