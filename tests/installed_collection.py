@@ -7,6 +7,7 @@ dependencies come from the PyPI `ansible` bundle in the venv's site-packages,
 where ansible-core finds them whatever the collections path says.
 """
 
+import importlib.util
 import os
 import pathlib
 import subprocess
@@ -67,3 +68,11 @@ def install(tarball, collections_path):
     if res.returncode != 0:
         raise AssertionError("ansible-galaxy collection install failed:\n%s%s" % (res.stdout, res.stderr))
     return pathlib.Path(collections_path) / "ansible_collections" / "hybridhpc" / "slurm"
+
+
+def collection_present(name):
+    """Whether the collection ``namespace.name`` is importable here (find_spec raises when its namespace is not)."""
+    try:
+        return importlib.util.find_spec("ansible_collections." + name) is not None
+    except ModuleNotFoundError:
+        return False

@@ -8,7 +8,6 @@ must load from it. tests/integration/test_awx_runner.py converges a lab from
 an installed copy made the same way.
 """
 
-import importlib.util
 import json
 import pathlib
 import sys
@@ -98,7 +97,7 @@ def test_every_playbook_loads_from_the_installed_copy(installed, tmp_path):
     playbooks = sorted(p.stem for p in (ROOT / "playbooks").glob("*.yml"))
     assert "site" in playbooks
     # awx_configure needs awx.awx, which is no dependency of the collection (the ansible 14 bundle lacks it).
-    awx = importlib.util.find_spec("ansible_collections.awx.awx") is not None
+    awx = installed_collection.collection_present("awx.awx")
     left_out = [] if awx else ["awx_configure"]
     for name in (p for p in playbooks if p not in left_out):
         res = installed_collection.run([installed_collection.BIN / "ansible-playbook", "-i", inventory, "--syntax-check",

@@ -120,8 +120,10 @@ def run_check(tmp_path, variables, roles=None):
     playbook = tmp_path / "check.yml"
     task = {"name": "check", "hybridhpc.slurm.role_arguments": {"roles": roles} if roles else {}}
     playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "vars": variables, "tasks": [task]}]))
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="json",
-               ANSIBLE_CALLBACKS_ENABLED="", ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false")
+    # No callbacks_enabled of the caller's (an empty ANSIBLE_CALLBACKS_ENABLED is an error from ansible-core 2.20).
+    env = {key: value for key, value in os.environ.items() if key != "ANSIBLE_CALLBACKS_ENABLED"}
+    env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOCALHOST_WARNING="false",
+               ANSIBLE_INVENTORY_UNPARSED_WARNING="false")
     done = subprocess.run([str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", str(playbook)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300, check=False)
     result = json.loads(done.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
