@@ -23,7 +23,7 @@ LAB_CTL := onprem-ctl1
 LAB_SUITE ?= trixie
 LAB_IMAGE_FILE := $(if $(filter trixie,$(LAB_SUITE)),.lab-image,.lab-image-$(LAB_SUITE))
 
-.PHONY: matrix matrix-2.18 matrix-2.19 lab lab-down lab-status test lint typecheck sanity unit integration molecule molecule-majors bench bench-power bench-converge build ee-context ee matrix-ee deps docker image clean
+.PHONY: test-main test-matrix matrix matrix-2.18 matrix-2.18-checks matrix-2.18-converge matrix-2.19 lab lab-down lab-status test lint typecheck sanity unit integration molecule molecule-majors bench bench-power bench-converge build ee-context ee matrix-ee deps docker image clean
 
 $(VENV)/.stamp: requirements-dev.txt
 	@echo "make: python venv with pinned tools"
@@ -41,8 +41,10 @@ deps: $(VENV)/.stamp $(COLL_LINK)
 docker:
 	@lab/ensure-docker.sh
 
+# The tag file goes in through a file of this shell's own: make test's two
+# chains may ask for the image at the same moment.
 image: docker
-	@HYBRIDHPC_LAB_SUITE=$(LAB_SUITE) lab/build-image.sh > $(LAB_IMAGE_FILE).new && mv $(LAB_IMAGE_FILE).new $(LAB_IMAGE_FILE)
+	@tmp=$(LAB_IMAGE_FILE).new.$$$$; HYBRIDHPC_LAB_SUITE=$(LAB_SUITE) lab/build-image.sh > $$tmp && mv $$tmp $(LAB_IMAGE_FILE)
 
 # HYBRIDHPC_LAB_CONNECTION=docker: docker exec instead of SSH (the inventory
 # names no connection: Ansible's default, SSH, unless ANSIBLE_TRANSPORT says).
@@ -62,8 +64,36 @@ lab-down:
 lab-status:
 	@$(PY) lab/labctl.py status
 
-test: docker deps image lint typecheck sanity unit integration molecule molecule-majors
-	@echo "make: all tests passed"
+# make test runs two chains side by side (CI has 90 minutes on 2 cores, and
+# much of a scenario's time is waiting on its containers): in the foreground
+# the checks and the scenarios on trixie (test-main); in the background the
+# other cores of the matrix, the execution environment, the other Slurm
+# majors and the cores' converge legs (test-matrix), its output in
+# .cache/test-matrix.log, printed once both are done. Scenarios and legs that
+# bring up the same containers hold the same lock (LOCKS), so they never run at
+# once. A failed foreground stops the background chain.
+LOCKS := $(ROOT)/.cache/locks
+test: docker deps image
+	@mkdir -p $(LOCKS); start=$$(date +%s); \
+	 setsid $(MAKE) --no-print-directory test-matrix > $(ROOT)/.cache/test-matrix.log 2>&1 < /dev/null & matrix=$$!; \
+	 echo "make: test-matrix in the background (pid $$matrix, .cache/test-matrix.log)"; \
+	 $(MAKE) --no-print-directory test-main; main=$$?; \
+	 [ $$main -eq 0 ] || kill -TERM -- -$$matrix 2>/dev/null; \
+	 wait $$matrix; rc=$$?; \
+	 echo "make: test-matrix (.cache/test-matrix.log):"; cat $(ROOT)/.cache/test-matrix.log; \
+	 echo "make: test-main $$([ $$main -eq 0 ] && echo passed || echo FAILED), test-matrix $$([ $$rc -eq 0 ] && echo passed || echo FAILED), $$(( $$(date +%s) - start ))s in all"; \
+	 [ $$main -eq 0 ] && [ $$rc -eq 0 ] && echo "make: all tests passed"
+
+test-main: lint typecheck sanity unit integration molecule
+
+# The lab-free steps first, the converge legs last: they wait while a
+# scenario of the foreground holds the federated lab.
+test-matrix: deps build image
+	@$(MAKE) --no-print-directory matrix-2.18-checks
+	@$(MAKE) --no-print-directory matrix-ee EE_STEPS=unit,sanity,smoke
+	@$(MAKE) --no-print-directory molecule-majors
+	@$(MAKE) --no-print-directory matrix-2.18-converge matrix-2.19
+	@$(MAKE) --no-print-directory matrix-ee EE_STEPS=converge
 
 lint: deps docs-deps
 	@echo "make: ansible-lint (production profile), yamllint, ruff, antsibull-changelog lint"
@@ -93,17 +123,21 @@ integration: deps image
 	@echo "make: pytest integration tests (bad inventories, AWX through ansible-runner on its own lab)"
 	@$(BIN)/pytest -q --basetemp=$(ROOT)/.cache/pytest-integration tests/integration
 
-MOLECULE_SCENARIOS ?= default core single_node federation burst accounting colocation lifecycle upgrade
+MOLECULE_SCENARIOS ?= default core single_node federation colocation lifecycle upgrade
 # The other Slurm majors run the core scenario (one cluster, accounting, jobs,
 # REST, idempotence); the default suite runs every scenario above.
 MAJOR_SUITES ?= bookworm sid
 MAJOR_SCENARIOS ?= core
 
+# The scenarios on the federated lab's host names (federation, upgrade) hold
+# the lock "lab", as the matrix's converge legs do; any other scenario holds
+# its own name's (core runs on each major).
 molecule: deps image
-	@for s in $(MOLECULE_SCENARIOS); do \
-	  echo "make: molecule test -s $$s"; \
+	@mkdir -p $(LOCKS); for s in $(MOLECULE_SCENARIOS); do \
+	  case $$s in federation|upgrade) lock=lab ;; *) lock=$$s ;; esac; \
+	  echo "make: molecule test -s $$s ($(LAB_SUITE))"; \
 	  start=$$(date +%s); \
-	  (cd extensions && HYBRIDHPC_LAB_IMAGE=$$(cat ../$(LAB_IMAGE_FILE)) $(BIN)/molecule test -s $$s) || exit 1; \
+	  (cd extensions && HYBRIDHPC_LAB_IMAGE=$$(cat ../$(LAB_IMAGE_FILE)) flock $(LOCKS)/$$lock.lock $(BIN)/molecule test -s $$s) || exit 1; \
 	  echo "make: molecule scenario $$s passed in $$(( $$(date +%s) - start ))s"; \
 	done
 
@@ -163,10 +197,15 @@ $(VENV_218)/.stamp: requirements-dev.txt
 	@$(VENV_218)/bin/pip install -q -r $(ROOT)/.cache/requirements-$(CORE_218).txt
 	@touch $@
 
-matrix-2.18: deps build image $(VENV_218)/.stamp
-	@echo "make: ansible-core $(CORE_218): sanity, unit tests, lab converge"
+matrix-2.18: matrix-2.18-checks matrix-2.18-converge
+
+matrix-2.18-checks: deps $(VENV_218)/.stamp
+	@echo "make: ansible-core $(CORE_218): sanity, unit tests"
 	@PATH=$(VENV_218)/bin:$$PATH HYBRIDHPC_SANITY_DIR=$(ROOT)/.cache/sanity-$(CORE_218) tests/sanity.sh
 	@$(VENV_218)/bin/pytest -q -p no:cacheprovider --basetemp=$(ROOT)/.cache/pytest-unit-$(CORE_218) tests/unit
+
+matrix-2.18-converge: deps build image $(VENV_218)/.stamp
+	@echo "make: ansible-core $(CORE_218): lab converge"
 	@LEG_GALAXY=$(VENV_218)/bin/ansible-galaxy lab/converge-leg.sh $(CORE_218) $(VENV_218)/bin/ansible-playbook
 
 # 2.19's sanity and unit tests are make sanity and make unit.
@@ -174,7 +213,7 @@ matrix-2.19: deps build image
 	@echo "make: ansible-core 2.19 (the project venv): lab converge"
 	@LEG_GALAXY=$(BIN)/ansible-galaxy lab/converge-leg.sh 2.19 $(BIN)/ansible-playbook
 
-matrix: matrix-2.18 matrix-2.19
+matrix: matrix-2.18 matrix-2.19 matrix-ee
 
 # The collection as users get it: build/hybridhpc-slurm-<version>.tar.gz (only
 # the current one, which the execution environment installs).

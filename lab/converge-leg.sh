@@ -19,7 +19,11 @@ root="$PWD"
 work="$root/.cache/matrix/$leg"
 image="$(cat .lab-image)"
 py="$root/.venv/bin/python"
-rm -rf "$work"; mkdir -p "$work"
+rm -rf "$work"; mkdir -p "$work" "$root/.cache/locks"
+# The federated lab's host names are the molecule scenarios federation's and
+# upgrade's too: one of them at a time (make test runs two chains at once).
+exec 9>"$root/.cache/locks/lab.lock"
+flock 9
 : > "$work/ansible.cfg"
 export ANSIBLE_CONFIG="$work/ansible.cfg" HYBRIDHPC_LAB_IMAGE="$image" ANSIBLE_FORCE_COLOR=0
 if [ -n "${LEG_GALAXY:-}" ]; then
@@ -28,7 +32,8 @@ if [ -n "${LEG_GALAXY:-}" ]; then
   "$LEG_GALAXY" collection install --offline -p "$work/collections" "$tarball" >/dev/null
 fi
 
-cleanup() { "$py" lab/labctl.py down >/dev/null 2>&1 || true; }
+# Only this lab (its hosts, elastic nodes and networks): a scenario running beside it keeps its own.
+cleanup() { "$py" lab/labctl.py down --inventory inventories/lab/hosts.yml >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 cleanup
 "$py" lab/labctl.py up --inventory inventories/lab/hosts.yml --image "$image" >/dev/null

@@ -7,7 +7,7 @@ parallel, 3 times out of 3; neither answers again until killed). A play over
 ``slurmctld`` spans every cluster, so the role's reconfigure task must run on
 one host at a time and return only once its controller answers again. The
 race is too narrow to trigger reliably through Ansible's forks, so this pins
-the task's shape; the accounting scenario applies one change to both
+the task's shape; the federation scenario (verify_reconfigure.yml) applies one change to both
 clusters on the real daemons.
 """
 
