@@ -127,8 +127,11 @@ class Site:
 
     @staticmethod
     def env():
-        return dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_FORKS="25",
-                    ANSIBLE_PIPELINING="True", ANSIBLE_CALLBACKS_ENABLED="", ANSIBLE_LOG_PATH="/dev/null")
+        # No callbacks but the default output: ansible-core 2.19+ refuses an
+        # empty ANSIBLE_CALLBACKS_ENABLED, so none is inherited or set.
+        env = {key: value for key, value in os.environ.items() if key != "ANSIBLE_CALLBACKS_ENABLED"}
+        return dict(env, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_FORKS="25",
+                    ANSIBLE_PIPELINING="True", ANSIBLE_LOG_PATH="/dev/null")
 
     def converge(self, *args, expect_ok=True, timeout=900):
         self.write()
