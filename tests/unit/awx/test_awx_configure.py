@@ -230,6 +230,8 @@ def test_workflows_chain_existing_nodes():
 
 
 def run_validate(tmp_path, secrets_text, encrypt):
+    if not AWX_COLLECTION:
+        pytest.skip("awx.awx is not installed: awx_configure.yml cannot load (its module_defaults name awx.awx's group)")
     password = tmp_path / "vault-pass"
     password.write_text("awx-configure-test\n")
     path = tmp_path / "secrets.yml"
