@@ -77,9 +77,9 @@ test: docker deps image
 	@mkdir -p $(LOCKS); start=$$(date +%s); \
 	 setsid $(MAKE) --no-print-directory test-matrix > $(ROOT)/.cache/test-matrix.log 2>&1 < /dev/null & matrix=$$!; \
 	 echo "make: test-matrix in the background (pid $$matrix, .cache/test-matrix.log)"; \
-	 $(MAKE) --no-print-directory test-main; main=$$?; \
-	 [ $$main -eq 0 ] || kill -TERM -- -$$matrix 2>/dev/null; \
-	 wait $$matrix; rc=$$?; \
+	 main=0; $(MAKE) --no-print-directory test-main || main=$$?; \
+	 [ $$main -eq 0 ] || kill -TERM -- -$$matrix 2>/dev/null || true; \
+	 rc=0; wait $$matrix || rc=$$?; \
 	 echo "make: test-matrix (.cache/test-matrix.log):"; cat $(ROOT)/.cache/test-matrix.log; \
 	 echo "make: test-main $$([ $$main -eq 0 ] && echo passed || echo FAILED), test-matrix $$([ $$rc -eq 0 ] && echo passed || echo FAILED), $$(( $$(date +%s) - start ))s in all"; \
 	 [ $$main -eq 0 ] && [ $$rc -eq 0 ] && echo "make: all tests passed"
@@ -91,13 +91,15 @@ test-main: lint typecheck sanity unit integration
 	@$(MAKE) --no-print-directory molecule MOLECULE_SCENARIOS="$(MAIN_SCENARIOS)"
 
 # The lab-free steps first, the converge legs last: they wait while a
-# scenario of the foreground holds the federated lab.
+# scenario of the foreground holds the federated lab. 2.19's converge of the
+# lab is every trixie scenario's (make matrix-2.19 converges it from the
+# tarball too): left out here, for CI's time.
 test-matrix: deps build image
 	@$(MAKE) --no-print-directory matrix-2.18-checks
 	@$(MAKE) --no-print-directory matrix-ee EE_STEPS=unit,sanity,smoke
 	@$(MAKE) --no-print-directory molecule-majors
 	@$(MAKE) --no-print-directory molecule MOLECULE_SCENARIOS="$(filter upgrade,$(MOLECULE_SCENARIOS))"
-	@$(MAKE) --no-print-directory matrix-2.18-converge matrix-2.19
+	@$(MAKE) --no-print-directory matrix-2.18-converge
 	@$(MAKE) --no-print-directory matrix-ee EE_STEPS=converge
 
 lint: deps docs-deps
