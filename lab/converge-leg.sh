@@ -39,11 +39,12 @@ cleanup
 "$py" lab/labctl.py up --inventory inventories/lab/hosts.yml --image "$image" >/dev/null
 
 recap_ok() {  # log, what the recap must show of every host
-  local log="$1" want="$2" bad
-  bad=$(awk '/^PLAY RECAP/ {on=1; next} on && NF' "$log" | grep -v " failed=0 " || true)
+  local log="$1" want="$2" recap bad
+  recap=$(awk '/^PLAY RECAP/ {on=1; next} on && NF' "$log")
+  bad=$(grep -v " failed=0 " <<<"$recap" || true)
   [ -z "$bad" ] || { echo "matrix[$leg]: failed hosts:"; echo "$bad"; return 1; }
   if [ "$want" = unchanged ]; then
-    bad=$(awk '/^PLAY RECAP/ {on=1; next} on && NF' "$log" | grep -v " changed=0 " || true)
+    bad=$(grep -v " changed=0 " <<<"$recap" || true)
     [ -z "$bad" ] || { echo "matrix[$leg]: the re-run changed hosts:"; echo "$bad"; grep -B2 "^changed:" "$log" | head -40; return 1; }
   fi
 }
