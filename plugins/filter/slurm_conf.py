@@ -119,6 +119,11 @@ def slurm_input_problems(inputs, roles):
         raise AnsibleFilterError(str(exc)) from exc
 
 
+def slurm_gres_files(gres, node):
+    """The device files gres.conf names for a node (ranges expanded): the facts step checks they exist there."""
+    return site_inputs.gres_files_of_node(gres, node)
+
+
 def slurm_cluster_change_problems(change):
     """Refused dangerous changes (rename, node move, controller removal) of one cluster.
 
@@ -150,6 +155,7 @@ class FilterModule(object):
                 slurm_cluster_problems,
                 slurm_input_problems,
                 slurm_cluster_change_problems,
+                slurm_gres_files,
                 slurm_k8s_capacity,
                 slurm_k8s_copilot_nodes,
                 slurm_ack_cluster_values,

@@ -24,6 +24,9 @@ from ansible_collections.hybridhpc.slurm.plugins.module_utils import slurm_conf
 
 MARKER_PREFIX = "hybridhpc-pending-"
 MARKERS = ("restart", "reconfigure")
+# Under markers_dir: each file as the cluster last accepted it (no change pending
+# when it was replaced), put back when Slurm rejects its successor.
+ACCEPTED_DIR = "hybridhpc-accepted"
 
 
 def read_bytes(path):
@@ -90,3 +93,17 @@ def decide(changed_files, slurm_conf_path, old_conf, new_conf, pending):
     restart_required = restart_now or "restart" in pending
     config_changed = changed_now or bool(set(pending) & set(MARKERS))
     return add, restart_required, config_changed
+
+
+def accepted_path(markers_dir, dest):
+    """Where the accepted copy of ``dest`` lives (its whole path in the name: two directories may hold a slurm.conf)."""
+    return os.path.join(markers_dir, ACCEPTED_DIR, dest.strip("/").replace("/", "%"))
+
+
+def keeps_accepted_copy(current, pending):
+    """Whether the file about to be replaced is the one the cluster accepted, to keep for a rollback.
+
+    With a change pending (markers from a run that did not finish), the file on
+    disk was never applied: the copy kept before it stays the accepted one.
+    """
+    return current is not None and not pending

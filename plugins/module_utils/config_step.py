@@ -13,6 +13,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import shlex
+import tempfile
 
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_files, system_accounts, systemd_unit
 
@@ -111,6 +113,17 @@ def converge(module, params):
                 os.makedirs(path)
         changed = _attributes(module, path, spec, changed) or changed
 
+    markers_dir = params["markers_dir"]
+    # Read before the files change: which changes are already pending decides
+    # whether the files on disk are the accepted ones.
+    pending = [m for m in config_files.MARKERS
+               if markers_dir and os.path.exists(config_files.marker_path(markers_dir, m))]
+    # Every changed candidate judged first: a refused one leaves every file of the step as it was.
+    for spec in params["files"]:
+        if spec.get("validate"):
+            data, _secret = wanted_bytes(spec)
+            if data is not None and config_files.read_bytes(spec["dest"]) != data:
+                _validate(module, spec["dest"], data, spec["validate"])
     changed_files, diffs = [], []
     old_conf = new_conf = None
     for spec in params["files"]:
@@ -131,6 +144,8 @@ def converge(module, params):
                     after=data.decode("utf-8", "replace"),
                 ))
             if not module.check_mode:
+                if markers_dir and not secret and config_files.keeps_accepted_copy(current, pending):
+                    _keep_accepted(module, markers_dir, dest, current)
                 config_files.write_atomically(module, dest, data, ".slurm_config_files.")
         changed = _attributes(module, dest, spec, changed) or changed
     for spec in params["logs"]:
@@ -153,9 +168,7 @@ def converge(module, params):
     changed = changed or bool(changed_files) or bool(removed)
 
     restart_required = config_changed = False
-    markers_dir = params["markers_dir"]
     if markers_dir:
-        pending = [m for m in config_files.MARKERS if os.path.exists(config_files.marker_path(markers_dir, m))]
         add, restart_required, config_changed = config_files.decide(
             changed_files, params["slurm_conf"], old_conf, new_conf, pending)
         for name in add:
@@ -177,6 +190,38 @@ def converge(module, params):
     if module._diff and diffs:
         result["diff"] = diffs
     return result
+
+
+def _validate(module, dest, data, command):
+    """Run the file's validate command on the candidate (written beside dest); fail with its output if it refuses."""
+    argv = shlex.split(command)
+    program = next((word for word in argv if word != "env" and "=" not in word), None)
+    if program is None or (not os.path.isabs(program) and module.get_bin_path(program) is None):
+        return
+    directory = os.path.dirname(dest) or "."
+    if not os.path.isdir(directory):
+        return
+    fd, candidate = tempfile.mkstemp(dir=directory, prefix=".candidate.")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(candidate, 0o644)
+        rc, out, err = module.run_command([word.replace("%s", candidate) for word in argv])
+    finally:
+        os.unlink(candidate)
+    if rc != 0:
+        said = " | ".join(line.strip() for line in (err or out).replace(candidate, dest).splitlines() if line.strip())
+        module.fail_json(msg="%s: Slurm refuses the new file, nothing was replaced: %s" % (dest, said),
+                         refused=dest, validate_rc=rc)
+
+
+def _keep_accepted(module, markers_dir, dest, current):
+    """Keep the file the cluster accepted (root-only) before its successor replaces it."""
+    path = config_files.accepted_path(markers_dir, dest)
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o700)
+    config_files.write_atomically(module, path, current, ".accepted.")
 
 
 def _units(params):

@@ -146,6 +146,28 @@ def control_char_problems(value, var):
     return problems
 
 
+def duplicate_name_problems(records, var, key, kind):
+    """One problem per record whose name (``key``, any case) an earlier record of ``var`` already has.
+
+    Slurm compares these names as written (case-sensitive), as here.
+    """
+    problems, seen = [], {}
+    for i, record in enumerate(records or []):
+        if not isinstance(record, dict):
+            continue
+        name = _lower(record).get(key.lower())
+        if name in (None, ""):
+            continue
+        name = str(name)
+        if name in seen:
+            problems.append(
+                "%s[%d]: %s %s is already defined in %s[%d]; slurmctld refuses a slurm.conf with both (fatal: "
+                "duplicate entry); merge the two entries or rename one" % (var, i, kind, name, var, seen[name]))
+        else:
+            seen[name] = i
+    return problems
+
+
 def _absolute(value, var, problems, allow_empty=False):
     if value in (None, "") and allow_empty:
         return
@@ -253,6 +275,11 @@ def slurm_common_problems(inputs):
         if var in inputs:
             _absolute(inputs[var], var, problems)
 
+    # Two records of one kind with one name: slurmctld's reconfigure dies on
+    # them (fatal: duplicate entry for partition ...), and in a federation the
+    # controllers it leaves locked stop answering (issue 44).
+    problems += duplicate_name_problems(inputs.get("slurm_partitions"), "slurm_partitions", "PartitionName", "partition")
+    problems += duplicate_name_problems(inputs.get("slurm_nodesets"), "slurm_nodesets", "NodeSet", "node set")
     partition_names = set()
     for i, part in enumerate(inputs.get("slurm_partitions") or []):
         record = _lower(part)
@@ -354,9 +381,45 @@ def slurm_node_problems(inputs):
     return problems
 
 
-def slurm_node_fact_problems(inputs, facts):
-    """Checks that need the host's facts (memtotal_mb): the memory reserve of derived nodes."""
+def gres_files_of_node(gres, node):
+    """The device files the gres.conf records ``gres`` name for node ``node``, ranges expanded.
+
+    A record without NodeName is for every node. Records that name no File
+    (Count only, or AutoDetect) ask for none.
+    """
+    files = []
+    for record in gres or []:
+        lowered = _lower(record)
+        names = lowered.get("nodename")
+        try:
+            if names not in (None, "") and node not in expand(names if isinstance(names, str) else ",".join(names)):
+                continue
+            gfile = lowered.get("file")
+            if gfile not in (None, ""):
+                files += [f for f in expand(str(gfile)) if f not in files]
+        except HostlistError:
+            # The cluster's own check names the bad hostlist.
+            continue
+    return files
+
+
+def gres_file_problems(gres, node, missing):
+    """One problem per gres.conf File of this node that does not exist here (``missing``: the facts step's)."""
     problems = []
+    missing = set(missing or [])
+    for i, record in enumerate(gres or []):
+        absent = [f for f in gres_files_of_node([record], node) if f in missing]
+        if absent:
+            problems.append(
+                "slurm_gres[%d].File: %s does not exist on %s; slurmd would refuse gres.conf there (fatal: can't "
+                "stat gres.conf file) and keep its old configuration. Fix File or NodeName, or use AutoDetect"
+                % (i, ", ".join(absent), node))
+    return problems
+
+
+def slurm_node_fact_problems(inputs, facts):
+    """Checks that need the host's facts: gres.conf's device files, the memory reserve of derived nodes."""
+    problems = gres_file_problems(inputs.get("slurm_gres"), inputs.get("node"), inputs.get("paths_missing"))
     if inputs.get("slurm_nodes"):
         return problems
     params = _lower(inputs.get("slurm_node_params"))

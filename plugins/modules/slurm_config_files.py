@@ -84,6 +84,16 @@ options:
         description: Octal mode, as a string.
         type: str
         default: "0644"
+      validate:
+        description:
+          - A command that judges the candidate before it replaces O(files[].dest), C(%s) standing for the candidate
+            (written beside the destination first), as M(ansible.builtin.template)'s C(validate). When it fails, no
+            file of the step is replaced and the task fails with the command's own output.
+          - The role slurm_common gives slurm.conf C(env SLURM_CONF=%s scontrol show hostnames localhost), that is
+            Slurm's own parser, which refuses unknown keys and bad values before any daemon sees them, without
+            talking to one.
+          - Skipped where its program is not installed yet (a new host, where no daemon runs the old file).
+        type: str
   absent:
     description:
       - Files that must not exist (removed when present), for example slurm.conf on a compute node of a configless
@@ -314,6 +324,7 @@ def main():
                 owner=dict(type="str", default="root"),
                 group=dict(type="str", default="root"),
                 mode=dict(type="str", default="0644"),
+                validate=dict(type="str"),
             ), required_one_of=[("content", "secret_content", "secret_content_b64")],
                 mutually_exclusive=[("content", "secret_content", "secret_content_b64")]),
             absent=dict(type="list", elements="path", default=[]),

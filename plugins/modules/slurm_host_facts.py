@@ -68,6 +68,13 @@ options:
     description: List the packages dpkg knows, with their status, on apt hosts.
     type: bool
     default: false
+  paths:
+    description:
+      - Paths that must exist on this host (the device files gres.conf names for it); those that do not are
+        returned in RV(paths_missing).
+    type: list
+    elements: path
+    default: []
 attributes:
   check_mode:
     support: full
@@ -110,6 +117,11 @@ dpkg_installed:
     - Empty when not asked or not an apt host.
   returned: always
   type: str
+paths_missing:
+  description: The paths of O(paths) that do not exist here.
+  returned: always
+  type: list
+  elements: str
 file:
   description: O(file) as read.
   returned: when O(file) is given
@@ -126,6 +138,7 @@ file:
 import base64
 import contextlib
 import fnmatch
+import os
 import platform
 
 from ansible.module_utils.basic import AnsibleModule
@@ -230,6 +243,7 @@ def main():
             apt_policy=dict(type="list", elements="str", default=[]),
             file=dict(type="path"),
             dpkg_installed=dict(type="bool", default=False),
+            paths=dict(type="list", elements="path", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -252,6 +266,7 @@ def main():
         result["dpkg_installed"] = out
     if module.params["file"]:
         result["file"] = read_file(module.params["file"])
+    result["paths_missing"] = [path for path in module.params["paths"] if not os.path.exists(path)]
     module.exit_json(**result)
 
 

@@ -297,8 +297,11 @@ def mitogen_env() -> dict:
     """What a user sets to run a playbook under Mitogen (its strategy plugins' directory and mitogen_linear)."""
     import ansible_mitogen
 
+    # Mitogen opens its own SSH connections and does not read the lab's ssh config (-F in ansible_ssh_common_args),
+    # whose known-hosts file is the one that knows each fresh container's new host key; the lab's containers are
+    # made anew for each cold run, so host keys are not checked for them.
     return {"ANSIBLE_STRATEGY_PLUGINS": str(Path(ansible_mitogen.__file__).parent / "plugins" / "strategy"),
-            "ANSIBLE_STRATEGY": "mitogen_linear"}
+            "ANSIBLE_STRATEGY": "mitogen_linear", "ANSIBLE_HOST_KEY_CHECKING": "False"}
 
 
 def case_env(image: str, connection: str) -> dict:

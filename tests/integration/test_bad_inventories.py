@@ -133,6 +133,9 @@ CASES = {
     "slurmctld_register_cluster not a boolean": (inventory(slurmctld_register_cluster="no"), "slurmctld_register_cluster: 'no' must be true or false"),
     # slurmd
     "slurmd_reregister_interval of 0": (inventory(slurmd_reregister_interval=0), "slurmd_reregister_interval: 0 must be"),
+    "a partition named twice": (
+        inventory(slurm_partitions=[{"PartitionName": "debug", "Nodes": "ALL"}, {"PartitionName": "debug", "Nodes": "ALL"}]),
+        "slurm_partitions[1]: partition debug is already defined in slurm_partitions[0]"),
     "slurmd_serial that is no number": (inventory(slurmd_serial="lots"), "slurmd_serial: 'lots' is not a number of hosts"),
     "relative SlurmdSpoolDir": (inventory(slurm_config={"SlurmdSpoolDir": "spool"}), "slurm_config.SlurmdSpoolDir"),
     # slurmrestd
@@ -292,6 +295,11 @@ LOCAL_CASES = {
     "memory reserve larger than the node's RAM": (
         {"slurm_nodes": [], "slurm_node_memory_reserve_mb": 10 ** 9}, None,
         "slurm_node_memory_reserve_mb: 1000000000 MB is not less than"),
+    # Read on the node itself by the facts step (the case: a node without the device).
+    "a gres File the node does not have": (
+        {"slurm_gres": [{"Name": "gpu", "File": "/dev/hybridhpc-no-such-gpu[0-1]", "NodeName": "bad-c1"}],
+         "slurm_config": {"GresTypes": "gpu"}}, None,
+        "slurm_gres[0].File: /dev/hybridhpc-no-such-gpu0, /dev/hybridhpc-no-such-gpu1 does not exist on bad-c1"),
     "renaming a converged cluster": (
         {}, {"bad-ctl1": conf("old", "bad-ctl1"), "bad-c1": conf("old", "bad-ctl1")}, "slurm_allow_cluster_rename: true"),
     "moving a node from another cluster": (

@@ -345,10 +345,57 @@ def step_h_rename_with_opt_in(site):
     check(not any(again.values()), "the re-run changed %s" % {h: n for h, n in again.items() if n})
 
 
+def conf_sums(*hosts):
+    return {host: dexec(host, "sha256sum", "/etc/slurm/slurm.conf").split()[0] for host in hosts}
+
+
+def step_j_a_file_slurm_refuses_is_never_installed(site):
+    before = conf_sums("lc-b-ctl1", "lc-b-c1")
+    beta_config(site)["HybridhpcNoSuchOption"] = "1"
+    out = site.converge(expect_ok=False)
+    check("Slurm refuses the new file, nothing was replaced" in out and "unrecognized key: HybridhpcNoSuchOption" in out,
+          "the run did not stop with Slurm's parser's words:\n%s" % out[-3000:])
+    check(conf_sums("lc-b-ctl1", "lc-b-c1") == before, "a slurm.conf Slurm's parser refuses was installed")
+    check(controller_answers("lc-b-ctl1"), "beta's slurmctld stopped answering")
+    del beta_config(site)["HybridhpcNoSuchOption"]
+
+
+def controller_answers(host):
+    return run(["docker", "exec", host, "scontrol", "ping"]).stdout.count("is UP") > 0
+
+
+def step_k_a_configuration_slurmctld_rejects_is_rolled_back(site):
+    # Slurm's client parser takes an unknown TRES in TRESBillingWeights; slurmctld's reconfigure dies on it
+    # (fatal: failed to parse tres weights) and keeps its old files: only the check after the reconfigure sees it.
+    job = dexec("lc-b-ctl1", "sbatch", "--parsable", "-w", "lc-b-c1", "-t", "5", "--wrap", "sleep 30")
+    wait_for("job %s running" % job, lambda: job_state("lc-b-ctl1", job) == "RUNNING", 60)
+    before = conf_sums("lc-b-ctl1", "lc-b-c1")
+    alpha = unit("lc-a-ctl1", "slurmctld")
+    partitions = yaml.safe_load((BASE / "group_vars" / "all.yml").read_text())["slurm_partitions"]
+    site.set_cluster_vars("cluster_beta", {"slurm_partitions": [dict(partitions[0], TRESBillingWeights="CPU=1.0,NoSuchTres=2")]})
+    start = time.monotonic()
+    out = site.converge(expect_ok=False)
+    recovery = round(time.monotonic() - start, 1)
+    check("failed to parse tres weights" in out and "are back on every host" in out,
+          "the run did not stop with slurmctld's words and the rollback:\n%s" % out[-3000:])
+    check(conf_sums("lc-b-ctl1", "lc-b-c1") == before, "the last accepted slurm.conf is not back on every beta host")
+    check(controller_answers("lc-b-ctl1"), "beta's slurmctld does not answer after the rollback")
+    check(not has_marker("lc-b-ctl1") and not has_marker("lc-b-c1"), "the rejected change left a pending marker")
+    check(unit("lc-a-ctl1", "slurmctld") == alpha, "alpha's slurmctld restarted for beta's rejected change")
+    wait_for("job %s completed" % job, lambda: job_state("lc-b-ctl1", job) in ("COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL"), 120)
+    check(job_state("lc-b-ctl1", job) == "COMPLETED", "the job across the rollback ended %s" % job_state("lc-b-ctl1", job))
+    site.set_cluster_vars("cluster_beta", {"slurm_partitions": partitions})
+    again = changed_counts(site.converge())
+    check(not any(again.values()), "the run after the rollback changed %s" % {h: n for h, n in again.items() if n})
+    return {"rejected_run_to_rolled_back_s": recovery}
+
+
 STEPS = [
     ("a", "reconfigure-only change to beta", step_a_reconfigure_second_cluster_only),
     ("b", "restart key on beta, job across it", step_b_restart_key_on_beta_with_a_job),
     ("c", "interrupted run, then the next", step_c_interrupted_run_is_applied_by_the_next),
+    ("j", "a slurm.conf Slurm's parser refuses is never installed", step_j_a_file_slurm_refuses_is_never_installed),
+    ("k", "a configuration slurmctld rejects is rolled back, its job kept", step_k_a_configuration_slurmctld_rejects_is_rolled_back),
     ("g", "--check --diff changes nothing", step_g_check_diff_changes_nothing),
     ("d", "add a compute node to alpha", step_d_add_a_compute_node),
     ("i", "munge and slurmd disabled by hand are enabled again", step_i_disabled_daemons_are_enabled_again),

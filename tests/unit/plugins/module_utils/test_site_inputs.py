@@ -116,6 +116,10 @@ def test_empty_inputs_have_no_problem():
         ({"slurm_partitions": [{"PartitionName": "p", "MaxTime": "1h"}]}, "slurm_partitions[0].MaxTime: Slurm cannot parse"),
         ({"slurm_partitions": [{"PartitionName": "p", "DefaultTime": "2 days"}]}, "slurm_partitions[0].DefaultTime"),
         ({"slurm_k8s_partitions": ["nope"]}, "slurm_k8s_partitions: 'nope'"),
+        ({"slurm_partitions": [{"PartitionName": "debug"}, {"PartitionName": "gpu"}, {"partitionname": "debug"}]},
+         "slurm_partitions[2]: partition debug is already defined in slurm_partitions[0]"),
+        ({"slurm_nodesets": [{"NodeSet": "ns", "Feature": "a"}, {"NodeSet": "ns", "Feature": "b"}]},
+         "slurm_nodesets[1]: node set ns is already defined"),
         ({"slurm_config": {"GresTypes": "gpu"}}, "slurm_gres[1]: Name=mps is not in GresTypes"),
         ({"slurm_nodes": [{"NodeName": "g1", "CPUs": 1, "Gres": "fpga:1"}]}, "slurm_nodes[0].Gres: fpga"),
         ({"slurm_gres": [{"Name": "gpu", "Count": "1.5G"}]}, "slurm_gres[0].Count"),
@@ -278,3 +282,28 @@ def test_each_ack_mode_problem_names_the_variable_and_the_fix(change, start):
 def test_ack_mode_rules_are_for_ack_mode_only():
     assert si.ack_operator_problems(dict(ACK_GOOD, ack_operator_mode="bare_metal", slurmdbd_storage_pass_set=False,
                                          k8s_gres=False, slurm_auth_jwt=False)) == []
+
+
+def test_partition_names_differing_in_case_are_two_partitions():
+    # slurmctld compares partition names as written (xstrcmp).
+    assert si.duplicate_name_problems([{"PartitionName": "Debug"}, {"PartitionName": "debug"}],
+                                      "slurm_partitions", "PartitionName", "partition") == []
+
+
+def test_gres_files_of_a_node_expand_ranges_and_follow_nodename():
+    gres = [
+        {"Name": "gpu", "File": "/dev/nvidia[0-1]", "NodeName": "g[1-2]"},
+        {"Name": "gpu", "File": "/dev/nvidia2", "NodeName": "g3"},
+        {"Name": "mps", "Count": 100},
+        {"Name": "nic", "File": "/dev/infiniband/uverbs0"},
+    ]
+    assert si.gres_files_of_node(gres, "g2") == ["/dev/nvidia0", "/dev/nvidia1", "/dev/infiniband/uverbs0"]
+    assert si.gres_files_of_node(gres, "g3") == ["/dev/nvidia2", "/dev/infiniband/uverbs0"]
+
+
+def test_a_gres_file_the_node_lacks_names_the_record_and_the_node():
+    gres = [{"Name": "gpu", "File": "/dev/nvidia[0-1]", "NodeName": "g1"}]
+    problems = si.gres_file_problems(gres, "g1", ["/dev/nvidia1"])
+    assert len(problems) == 1 and problems[0].startswith("slurm_gres[0].File: /dev/nvidia1 does not exist on g1")
+    assert si.gres_file_problems(gres, "g2", ["/dev/nvidia1"]) == []
+    assert si.gres_file_problems(gres, "g1", []) == []

@@ -48,7 +48,13 @@ def args(tmp_path, conf=CONF, gres="Name=gpu\n", secret=None):
 
 
 def markers(tmp_path):
-    return sorted(p.name for p in (tmp_path / "state").iterdir())
+    return sorted(p.name for p in (tmp_path / "state").iterdir() if p.name.startswith("hybridhpc-pending-"))
+
+
+def accepted(tmp_path):
+    """The accepted copies kept for a rollback: {file name: text}."""
+    directory = tmp_path / "state" / "hybridhpc-accepted"
+    return {p.name.rsplit("%", 1)[-1]: p.read_text() for p in directory.iterdir()} if directory.is_dir() else {}
 
 
 def test_first_run_writes_everything_and_asks_for_a_restart(run_module, tmp_path):
@@ -65,7 +71,7 @@ def test_a_second_run_changes_nothing_while_the_markers_still_say_what_is_pendin
     assert not again["changed"] and again["changed_files"] == []
     # A run that failed before the daemons applied the change: the markers keep it.
     assert again["restart_required"] and again["config_changed"]
-    for marker in (tmp_path / "state").iterdir():
+    for marker in (tmp_path / "state").glob("hybridhpc-pending-*"):
         marker.unlink()
     clean = run_module(args(tmp_path))
     assert not clean["changed"] and not clean["restart_required"] and not clean["config_changed"]
@@ -73,7 +79,7 @@ def test_a_second_run_changes_nothing_while_the_markers_still_say_what_is_pendin
 
 def test_a_reconfigure_key_changes_without_a_restart(run_module, tmp_path):
     run_module(args(tmp_path))
-    for marker in (tmp_path / "state").iterdir():
+    for marker in (tmp_path / "state").glob("hybridhpc-pending-*"):
         marker.unlink()
     result = run_module(args(tmp_path, conf=CONF.replace("SlurmdTimeout=60", "SlurmdTimeout=120")))
     assert result["changed_files"] == [str(tmp_path / "etc" / "slurm.conf")]
@@ -85,13 +91,34 @@ def test_a_reconfigure_key_changes_without_a_restart(run_module, tmp_path):
 
 def test_a_companion_file_change_is_a_reconfigure(run_module, tmp_path):
     run_module(args(tmp_path))
-    for marker in (tmp_path / "state").iterdir():
+    for marker in (tmp_path / "state").glob("hybridhpc-pending-*"):
         marker.unlink()
     result = run_module(args(tmp_path, gres="Name=gpu Count=2\n"), diff=True)
     assert result["config_changed"] and not result["restart_required"]
     assert result["diff"] == [{"before_header": str(tmp_path / "etc" / "gres.conf"),
                                "after_header": str(tmp_path / "etc" / "gres.conf"),
                                "before": "Name=gpu\n", "after": "Name=gpu Count=2\n"}]
+
+
+def test_the_file_a_change_replaces_is_kept_as_the_accepted_one(run_module, tmp_path):
+    run_module(args(tmp_path))
+    # A new host: nothing was accepted before.
+    assert accepted(tmp_path) == {}
+    for marker in (tmp_path / "state").glob("hybridhpc-pending-*"):
+        marker.unlink()
+    run_module(args(tmp_path, conf=CONF.replace("SlurmdTimeout=60", "SlurmdTimeout=120")))
+    assert accepted(tmp_path) == {"slurm.conf": CONF}
+    assert oct((tmp_path / "state" / "hybridhpc-accepted").stat().st_mode & 0o777) == "0o700"
+
+
+def test_a_file_written_by_an_unfinished_run_never_becomes_the_accepted_one(run_module, tmp_path):
+    run_module(args(tmp_path))
+    for marker in (tmp_path / "state").glob("hybridhpc-pending-*"):
+        marker.unlink()
+    run_module(args(tmp_path, conf=CONF.replace("SlurmdTimeout=60", "SlurmdTimeout=120")))
+    # The run stopped before the cluster applied it (its marker is still there): the next change keeps CONF.
+    run_module(args(tmp_path, conf=CONF.replace("SlurmdTimeout=60", "SlurmdTimeout=180")))
+    assert accepted(tmp_path) == {"slurm.conf": CONF}
 
 
 def test_check_mode_writes_nothing(run_module, tmp_path):
