@@ -86,9 +86,11 @@ def main():
         restored[dest] = reconfigure_check.changed_lines(kept.decode("utf-8", "replace"),
                                                          (current or b"").decode("utf-8", "replace"))
         if not module.check_mode:
-            mode = os.stat(dest).st_mode & 0o7777 if current is not None else 0o644
+            # Over an existing file the move keeps its owner and mode; a file
+            # that went missing comes back readable, as Slurm's files are.
             config_files.write_atomically(module, dest, kept, ".slurm_config_restore.")
-            os.chmod(dest, mode)
+            if current is None:
+                os.chmod(dest, 0o644)
     markers = [config_files.marker_path(markers_dir, name) for name in config_files.MARKERS]
     present = [path for path in markers if os.path.exists(path)]
     if not module.check_mode:
