@@ -118,20 +118,21 @@ def converge(module, params):
     # whether the files on disk are the accepted ones.
     pending = [m for m in config_files.MARKERS
                if markers_dir and os.path.exists(config_files.marker_path(markers_dir, m))]
-    # Every changed candidate judged first: a refused one leaves every file of the step as it was.
+    # Each file's wanted bytes and what is on disk, read once for the checks and the writes below.
+    planned = []
     for spec in params["files"]:
-        if spec.get("validate"):
-            data, _secret = wanted_bytes(spec)
-            if data is not None and config_files.read_bytes(spec["dest"]) != data:
-                _validate(module, spec["dest"], data, spec["validate"])
-    changed_files, diffs = [], []
-    old_conf = new_conf = None
-    for spec in params["files"]:
-        dest = spec["dest"]
         data, secret = wanted_bytes(spec)
         if data is None:
-            module.fail_json(msg="files: secret_content_b64 of %s is not valid base64" % dest)
-        current = config_files.read_bytes(dest)
+            module.fail_json(msg="files: secret_content_b64 of %s is not valid base64" % spec["dest"])
+        planned.append((spec, data, secret, config_files.read_bytes(spec["dest"])))
+    # Every changed candidate judged first: a refused one leaves every file of the step as it was.
+    for spec, data, _secret, current in planned:
+        if spec.get("validate") and current != data:
+            _validate(module, spec["dest"], data, spec["validate"])
+    changed_files, diffs = [], []
+    old_conf = new_conf = None
+    for spec, data, secret, current in planned:
+        dest = spec["dest"]
         if dest == params["slurm_conf"]:
             old_conf = current.decode("utf-8", "replace") if current is not None else None
             new_conf = data.decode("utf-8", "replace")
