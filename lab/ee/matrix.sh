@@ -30,7 +30,7 @@ coll=$(python3 -c "import ansible_collections.hybridhpc.slurm as c, os; print(os
 ansible --version | head -1
 ansible-galaxy collection list hybridhpc.slurm
 echo "ansible-doc -l hybridhpc.slurm:"; ansible-doc -l hybridhpc.slurm
-for t in role filter lookup callback strategy; do
+for t in role filter lookup; do
   echo "ansible-doc -t $t -l hybridhpc.slurm:"; ansible-doc -t $t -l hybridhpc.slurm
 done
 ansible-playbook --syntax-check hybridhpc.slurm.site

@@ -349,6 +349,10 @@ def conf_sums(*hosts):
     return {host: dexec(host, "sha256sum", "/etc/slurm/slurm.conf").split()[0] for host in hosts}
 
 
+def controller_answers(host):
+    return run(["docker", "exec", host, "scontrol", "ping"]).stdout.count("is UP") > 0
+
+
 def step_j_a_file_slurm_refuses_is_never_installed(site):
     before = conf_sums("lc-b-ctl1", "lc-b-c1")
     beta_config(site)["HybridhpcNoSuchOption"] = "1"
@@ -358,10 +362,6 @@ def step_j_a_file_slurm_refuses_is_never_installed(site):
     check(conf_sums("lc-b-ctl1", "lc-b-c1") == before, "a slurm.conf Slurm's parser refuses was installed")
     check(controller_answers("lc-b-ctl1"), "beta's slurmctld stopped answering")
     del beta_config(site)["HybridhpcNoSuchOption"]
-
-
-def controller_answers(host):
-    return run(["docker", "exec", host, "scontrol", "ping"]).stdout.count("is UP") > 0
 
 
 def step_k_a_configuration_slurmctld_rejects_is_rolled_back(site):
