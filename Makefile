@@ -130,21 +130,26 @@ integration: deps image
 	@echo "make: pytest integration tests (bad inventories, AWX through ansible-runner on its own lab)"
 	@$(BIN)/pytest -q --basetemp=$(ROOT)/.cache/pytest-integration tests/integration
 
-MOLECULE_SCENARIOS ?= default core single_node federation colocation lifecycle upgrade
+MOLECULE_SCENARIOS ?= default core single_node federation colocation lifecycle faults upgrade
 # The other Slurm majors run the core scenario (one cluster, accounting, jobs,
 # REST, idempotence); the default suite runs every scenario above.
 MAJOR_SUITES ?= bookworm sid
 MAJOR_SCENARIOS ?= core
 
 # The scenarios on the federated lab's host names (federation, upgrade) hold
-# the lock "lab", as the matrix's converge legs do; any other scenario holds
-# its own name's (core runs on each major).
+# the lock "lab", as the matrix's converge legs do; faults, on the lifecycle
+# lab, holds lifecycle's; any other scenario holds its own name's (core runs
+# on each major). When faults follows lifecycle, lifecycle hands its converged
+# lab over (HYBRIDHPC_LAB_HANDOFF) instead of removing it: one converge less.
+HANDOFF := $(ROOT)/.cache/lab-handoff
 molecule: deps image
-	@mkdir -p $(LOCKS); for s in $(MOLECULE_SCENARIOS); do \
-	  case $$s in federation|upgrade) lock=lab ;; *) lock=$$s ;; esac; \
+	@mkdir -p $(LOCKS); rm -rf $(HANDOFF); handoff=; \
+	 case " $(MOLECULE_SCENARIOS) " in *" lifecycle "*" faults "*) handoff=$(HANDOFF) ;; esac; \
+	 for s in $(MOLECULE_SCENARIOS); do \
+	  case $$s in federation|upgrade) lock=lab ;; faults) lock=lifecycle ;; *) lock=$$s ;; esac; \
 	  echo "make: molecule test -s $$s ($(LAB_SUITE))"; \
 	  start=$$(date +%s); \
-	  (cd extensions && HYBRIDHPC_LAB_IMAGE=$$(cat ../$(LAB_IMAGE_FILE)) flock $(LOCKS)/$$lock.lock $(BIN)/molecule test -s $$s) || exit 1; \
+	  (cd extensions && HYBRIDHPC_LAB_HANDOFF=$$handoff HYBRIDHPC_LAB_IMAGE=$$(cat ../$(LAB_IMAGE_FILE)) flock $(LOCKS)/$$lock.lock $(BIN)/molecule test -s $$s) || exit 1; \
 	  echo "make: molecule scenario $$s passed in $$(( $$(date +%s) - start ))s"; \
 	done
 

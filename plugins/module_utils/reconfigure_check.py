@@ -82,3 +82,14 @@ def changed_lines(accepted, rejected):
     """The lines of the rejected file that the accepted one does not have: what the run tried to change."""
     kept = set((accepted or "").splitlines())
     return [line for line in (rejected or "").splitlines() if line.strip() and line not in kept]
+
+
+def controller_up(ping_output, host):
+    """Whether ``scontrol ping`` says the slurmctld on ``host`` (its SlurmctldHost name) is UP.
+
+    None when the output has no line for that host (not one of the cluster's controllers by that name).
+    """
+    for match in re.finditer(r"Slurmctld\(\w+\) at (\S+) is (\w+)", ping_output or ""):
+        if match.group(1) == host:
+            return match.group(2) == "UP"
+    return None

@@ -22,7 +22,9 @@ f. HA: alpha's primary slurmctld stopped, the backup takes over, then gives
 h. beta renamed gamma: refused in the first play, then, with
    slurm_allow_cluster_rename, done safely with a job running.
 
-Each step's time goes to stdout and, with --report, to a JSON file.
+Each step's time goes to stdout and, with --report, to a JSON file. With
+HYBRIDHPC_LAB_HANDOFF set, a run whose steps all passed leaves the inventory
+it ended with in that directory, for the faults scenario to go on from.
 """
 
 import argparse
@@ -427,10 +429,16 @@ def main():
             seconds = round(time.monotonic() - start, 1)
             print("step %s (%s): passed in %.1fs %s" % (letter, title, seconds, json.dumps(extra) if extra else ""), flush=True)
             results.append(dict({"step": letter, "title": title, "passed": True, "seconds": seconds}, **extra))
+        passed = results and all(r["passed"] for r in results) and len(results) == len(
+            [s for s in STEPS if not wanted or s[0] in wanted])
+        handoff = os.environ.get("HYBRIDHPC_LAB_HANDOFF")
+        if passed and handoff:
+            # The faults scenario goes on on this lab, from the inventory as the steps left it.
+            shutil.rmtree(handoff, ignore_errors=True)
+            shutil.copytree(site.dir, pathlib.Path(handoff) / "inventory")
     if args.report:
         pathlib.Path(args.report).write_text(json.dumps(results, indent=2) + "\n")
-    return 0 if results and all(r["passed"] for r in results) and len(results) == len(
-        [s for s in STEPS if not wanted or s[0] in wanted]) else 1
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

@@ -61,3 +61,11 @@ def test_changed_lines_are_those_the_accepted_file_lacks():
     accepted = "ClusterName=a\nPartitionName=debug Nodes=ALL\n"
     rejected = accepted + "PartitionName=debug Nodes=ALL MaxTime=1\n"
     assert rc.changed_lines(accepted, rejected) == ["PartitionName=debug Nodes=ALL MaxTime=1"]
+
+
+def test_controller_up_reads_this_hosts_line():
+    ping = "Slurmctld(primary) at ctl1 is DOWN\nSlurmctld(backup) at ctl2 is UP\n"
+    assert rc.controller_up(ping, "ctl1") is False
+    assert rc.controller_up(ping, "ctl2") is True
+    assert rc.controller_up(ping, "ctl3") is None
+    assert rc.controller_up("", "ctl1") is None
