@@ -145,11 +145,24 @@ def check_config(mapping, var):
     return []
 
 
+def elastic_node_names(nodesets):
+    """The node names of the elastic node sets (``slurm_elastic_nodesets``); sets the elastic checks refuse
+    (no mapping, a bad hostlist) give none here."""
+    names = []
+    for nodeset in nodesets if isinstance(nodesets, (list, tuple)) else []:
+        if isinstance(nodeset, dict) and nodeset.get("nodes"):
+            try:
+                names += expand(str(nodeset["nodes"]))
+            except HostlistError:
+                continue
+    return names
+
+
 def cluster_problems(model):
     """Return every problem found in a cluster model (empty list: valid).
 
     ``model`` keys: cluster_name, controllers, dbd_hosts, compute_hosts,
-    accounting (bool), nodes, partitions, config, dbd_config, gres,
+    accounting (bool), nodes, elastic_nodesets, partitions, config, dbd_config, gres,
     munge_key_b64, dbd_storage_pass, slurm_uid, munge_uid.
     """
     problems = []
@@ -165,8 +178,11 @@ def cluster_problems(model):
             "groups['slurmdbd']: accounting is on but no host is in group 'slurmdbd'; add one "
             "or set slurm_accounting: false"
         )
-    if not model.get("compute_hosts") and not model.get("nodes"):
-        problems.append("groups['slurmd']: no compute node; add hosts to group 'slurmd' or define slurm_nodes")
+    elastic = elastic_node_names(model.get("elastic_nodesets"))
+    # A burst cluster may have no always-on node at all: its elastic nodes are its nodes.
+    if not model.get("compute_hosts") and not model.get("nodes") and not elastic:
+        problems.append("groups['slurmd']: no compute node; add hosts to group 'slurmd', define slurm_nodes, "
+                        "or give the cluster elastic nodes (slurm_elastic_nodesets)")
     for host in model.get("compute_hosts") or []:
         try:
             if expand(host) != [host]:
@@ -176,7 +192,7 @@ def cluster_problems(model):
 
     node_problems, known = check_nodes(model.get("nodes"))
     problems += node_problems
-    known |= set(model.get("compute_hosts") or [])
+    known |= set(model.get("compute_hosts") or []) | set(elastic)
     problems += check_partitions(model.get("partitions"), known)
     problems += check_config(model.get("config"), "slurm_config")
     problems += check_config(model.get("dbd_config"), "slurmdbd_config")

@@ -352,3 +352,24 @@ def test_good_ack_mode_inputs_pass_validation(tmp_path, untouched_etc_slurm):
     # Validation passed: the next play started (and failed to reach the missing containers).
     assert "PLAY [MUNGE" in out, out
     assert "Vaulted-db-pass-4711" not in out
+
+
+def test_the_walkthroughs_all_elastic_burst_cluster_passes_validation(tmp_path, untouched_etc_slurm):
+    # The reference walkthrough (aws-federation-walkthrough): cluster aws has ten elastic nodes and no
+    # always-on one (sinfo: compute* up infinite 10 idle~ compute-dy-t2micro-[1-10]), federated as
+    # cloudburst with the on-premises cluster.
+    burst = {
+        "slurm_cluster_name": "aws",
+        "slurm_nodes": [],
+        "slurm_elastic_nodesets": [{
+            "name": "dy", "nodes": "compute-dy-t2micro-[1-10]", "node": {"CPUs": 1, "RealMemory": 900},
+            "provider": "aws",
+            "options": {"region": "eu-west-1", "launch_template": "lt-burst", "munge_key_parameter": "/hybridhpc/munge"}}],
+        "slurm_partitions": [{"PartitionName": "compute", "Nodes": "compute-dy-t2micro-[1-10]", "Default": True,
+                              "MaxTime": "INFINITE", "State": "UP"}],
+    }
+    returncode, out = run(local_inventory(tmp_path, host_vars={"aws-ctl1": burst}, federation_name="cloudburst"), tmp_path)
+    # Validation passed for both clusters: the next play started (and failed to reach the missing containers).
+    assert "no compute node" not in out, out
+    assert "Invalid inputs" not in out, out
+    assert "PLAY [MUNGE" in out, out

@@ -61,3 +61,28 @@ def test_accounting_off_needs_no_dbd():
 def test_all_problems_reported_together():
     problems = cluster_problems(dict(GOOD, cluster_name="Bad", controllers=[], munge_key_b64="x"))
     assert len(problems) == 3
+
+
+# The reference walkthrough's burst cluster: ten elastic nodes, no always-on one.
+BURST_SETS = [{"name": "dy", "nodes": "compute-dy-t2micro-[1-10]", "node": {"CPUs": 1, "RealMemory": 900},
+               "provider": "aws", "options": {}}]
+
+
+def test_a_cluster_whose_nodes_are_all_elastic_is_valid():
+    burst = dict(GOOD, compute_hosts=[], nodes=[], elastic_nodesets=BURST_SETS,
+                 partitions=[{"PartitionName": "compute", "Nodes": "compute-dy-t2micro-[1-10]", "Default": True}])
+    assert cluster_problems(burst) == []
+
+
+def test_a_cluster_without_any_node_names_the_elastic_sets_among_the_fixes():
+    empty = dict(GOOD, compute_hosts=[], nodes=[], elastic_nodesets=[], partitions=[])
+    problems = cluster_problems(empty)
+    assert any("groups['slurmd']" in p and "slurm_elastic_nodesets" in p for p in problems), problems
+
+
+def test_a_partition_may_list_elastic_nodes_beside_always_on_ones():
+    mixed = dict(GOOD, elastic_nodesets=BURST_SETS,
+                 partitions=[{"PartitionName": "p", "Nodes": "c[1-2],compute-dy-t2micro-[1-10]", "Default": True}])
+    assert cluster_problems(mixed) == []
+    unknown = dict(mixed, partitions=[{"PartitionName": "p", "Nodes": "compute-dy-t2micro-11", "Default": True}])
+    assert any("compute-dy-t2micro-11" in p for p in cluster_problems(unknown))

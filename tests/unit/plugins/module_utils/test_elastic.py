@@ -9,6 +9,7 @@ __metaclass__ = type  # noqa: UP001
 import pytest
 
 from ansible_collections.hybridhpc.slurm.plugins.filter.elastic import slurm_elastic_plan, slurm_power_tool_config
+from ansible_collections.hybridhpc.slurm.plugins.filter.slurm_conf import slurm_conf_render
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import elastic
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.cluster_plan import controllers_restart
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.site_inputs import input_problems
@@ -194,3 +195,21 @@ def test_file_entries_keep_the_tree_below_the_source_root():
         slurm_file_entries(["/elsewhere/a.py"], ["A"], "/src/pkg", "/opt")
     with pytest.raises(AnsibleFilterError):
         slurm_file_entries(["/src/pkg/a.py"], [], "/src/pkg", "/opt")
+
+
+def test_a_cluster_of_elastic_nodes_only_renders_its_nodes_partition_and_power_saving():
+    # The reference walkthrough's burst cluster: no always-on node to exclude from power saving.
+    sets = [{"name": "dy", "nodes": "compute-dy-t2micro-[1-10]", "node": {"CPUs": 1, "RealMemory": 900},
+             "provider": "aws", "options": {"region": "eu-west-1", "launch_template": "lt", "munge_key_parameter": "/k"}}]
+    plan = slurm_elastic_plan(sets, {"ClusterName": "aws", "SlurmctldHost": ["aws-ctl1"]}, None, None, [], ["aws-ctl1"], "24.11")
+    text = slurm_conf_render(plan["config"], nodes=plan["nodes"],
+                             partitions=[{"PartitionName": "compute", "Nodes": "compute-dy-t2micro-[1-10]", "Default": True}])
+    lines = text.splitlines()
+    node_lines = [line for line in lines if line.startswith("NodeName=")]
+    assert node_lines and all("State=CLOUD" in line for line in node_lines), node_lines
+    assert any("compute-dy-t2micro-[1-10]" in line for line in node_lines), node_lines
+    assert "PartitionName=compute Nodes=compute-dy-t2micro-[1-10] Default=YES" in text
+    assert not any(line.startswith("SuspendExcNodes=") for line in lines), "nothing to exclude, no empty key"
+    assert any(line.startswith("ResumeProgram=") for line in lines) and plan["configless"]
+    # 24.11 calls cloud_reg_addrs defunct: not in its slurm.conf.
+    assert "cloud_reg_addrs" not in text
