@@ -473,6 +473,7 @@ def slurmctld_problems(inputs):
     problems = []
     _daemon_paths(inputs, "slurmctld", problems)
     _bool_var(inputs, "slurmctld_register_cluster", problems)
+    _int_var(inputs, "slurmctld_hung_timeout", problems, 0, what="a number of seconds (0: never restart a hung slurmctld)")
     return problems
 
 
