@@ -43,7 +43,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import cluster_plan
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import cluster_plan, sacctmgr_assoc
 
 ENFORCE_VALUES = ("associations", "limits", "nojobs", "nosteps", "qos", "safe", "wckeys", "all")
 # What an inventory that declares accounts gets unless it says otherwise.
@@ -289,7 +289,17 @@ def accounting_problems(inputs):
             if name not in qos_names:
                 problems.append("%s.preempt: QoS %r is not in slurm_qos; add it or drop it from preempt"
                                 % (where, name))
-        _check_str_list(where, "flags", item.get("flags"), problems)
+        # The slurm_qos module's own rules: sacctmgr refuses these only when the accounting play runs, after the
+        # configuration plays changed hosts.
+        flags = _check_str_list(where, "flags", item.get("flags"), problems)
+        checks = [(sacctmgr_assoc.normalize_qos_flags, flags)]
+        if item.get("preempt_mode") not in (None, ""):
+            checks.append((sacctmgr_assoc.normalize_preempt_mode, item["preempt_mode"]))
+        for normalize, value in checks:
+            try:
+                normalize(value)
+            except ValueError as exc:
+                problems.append("%s.%s" % (where, exc))
         factor = item.get("usage_factor")
         if factor is not None:
             try:

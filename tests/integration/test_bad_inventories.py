@@ -167,6 +167,12 @@ CASES = {
     "newline in a copilot_config value": (inventory(copilot_config={"drain_sync": "a\nb"}), "copilot_config.drain_sync"),
     "copilot_metrics_port out of range": (inventory(copilot_metrics_port=70000), "copilot_metrics_port: 70000 is not a TCP port"),
     "copilot namespace Kubernetes refuses": (inventory(copilot_cluster_namespace="Slurm_NS"), "copilot_cluster_namespace: 'Slurm_NS'"),
+    # accounting entities sacctmgr would refuse only in the accounting play, after the configuration plays
+    "QoS flag Slurm does not know": (
+        inventory(slurm_qos=[{"name": "gpu", "flags": ["DenyOnLimit", "NoSuchFlag"]}]),
+        "slurm_qos[gpu].flags: unknown QoS flag 'nosuchflag'"),
+    "QoS preempt mode Slurm does not know": (
+        inventory(slurm_qos=[{"name": "gpu", "preempt_mode": "kill"}]), "slurm_qos[gpu].preempt_mode: unknown mode 'kill'"),
     # elastic node sets (cloud burst) and power_save
     "elastic node set without RealMemory": (
         inventory(slurm_elastic_nodesets=[{"name": "dy", "nodes": "bad-dy-[1-4]", "node": {"CPUs": 1}, "provider": "aws",

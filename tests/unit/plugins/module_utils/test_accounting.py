@@ -109,6 +109,11 @@ def test_valid_inputs_have_no_problem():
     ({"slurm_qos": [{"name": "short", "preempt": ["ghost"]}]}, "slurm_qos[short].preempt: QoS 'ghost'"),
     ({"slurm_qos": [{"name": "short", "max_jobs_per_user": "x"}]}, "slurm_qos[short].max_jobs_per_user"),
     ({"slurm_qos": {"name": "short"}}, "slurm_qos: must be a list"),
+    # Refused by sacctmgr only when the accounting play ran, after the configuration plays (issue 44).
+    ({"slurm_qos": [{"name": "short", "flags": ["DenyOnLimit", "NoSuchFlag"]}]},
+     "slurm_qos[short].flags: unknown QoS flag 'nosuchflag': valid flags are DenyOnLimit"),
+    ({"slurm_qos": [{"name": "short", "preempt_mode": "kill"}]}, "slurm_qos[short].preempt_mode: unknown mode 'kill'"),
+    ({"slurm_qos": [{"name": "short", "preempt_mode": "off,gang"}]}, "slurm_qos[short].preempt_mode: off/cluster cannot"),
     ({"slurm_default_qos": "gold"}, "slurm_default_qos: 'gold' is not in slurm_qos"),
     ({"accounting": False}, "slurm_accounting is false"),
     ({"slurm_accounting_enforce": ["associations", "strict"]}, "slurm_accounting_enforce: 'strict'"),
@@ -264,3 +269,8 @@ def test_purge_removes_unlisted_objects_on_this_databases_clusters_only():
                      {"name": "legacy", "clusters": ["onprem"], "keep": ["lab"]}],
         "qos": ["old"],
     }
+
+
+def test_qos_flags_and_preempt_modes_slurm_takes_pass():
+    qos = [{"name": "short", "flags": ["denyonlimit", "NoDecay", "Relative"], "preempt_mode": "suspend,gang"}]
+    assert accounting.accounting_problems(valid_inputs(slurm_qos=qos)) == []
