@@ -5,8 +5,8 @@ For each case: what the run reports, that no job is lost, that the cluster
 answers afterwards, and that the next run is changed=0 with the daemons
 running what the inventory says.
 
-refusals. inputs only slurmctld or the node could judge, and playbook-level
-   ones, all refused by the first play before any host changes;
+refusals. inputs only slurmctld, sacctmgr or the node could judge, and
+   playbook-level ones, all refused by the first play before any host changes;
 hung.     slurmctld of beta stopped (SIGSTOP) when the run starts: the run
    restarts it, its running job survives;
 dbd.      slurmdbd stopped when the run starts: the run starts it;
@@ -150,8 +150,10 @@ def case_refusals(site):
     Cluster inputs are judged before the hosts' own facts (a gres File on its node), so two runs.
     """
     partitions = base_partitions()
-    first_s, first = refused(site, {"slurm_partitions": partitions + [dict(partitions[0], Default=False)]},
-                             "-e", "slurmd_serial=lots", words=("slurm_partitions[1]", "debug", "slurmd_serial", "'lots'"))
+    first_s, first = refused(site, {"slurm_partitions": partitions + [dict(partitions[0], Default=False)],
+                                    "slurm_qos": [{"name": "gpu", "flags": ["NoSuchFlag"]}]},
+                             "-e", "slurmd_serial=lots",
+                             words=("slurm_partitions[1]", "debug", "slurmd_serial", "'lots'", "slurm_qos[gpu].flags"))
     gres_s, gres = refused(site, {"slurm_gres": [{"Name": "gpu", "File": "/dev/nvidia0", "NodeName": "lc-b-c1"}]},
                            words=("slurm_gres", "/dev/nvidia0", "lc-b-c1"))
     return {"refused_in_s": [first_s, gres_s], "printed": first + gres}
