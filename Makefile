@@ -144,7 +144,7 @@ MAJOR_SCENARIOS ?= core
 HANDOFF := $(ROOT)/.cache/lab-handoff
 molecule: deps image
 	@mkdir -p $(LOCKS); rm -rf $(HANDOFF); handoff=; \
-	 case " $(MOLECULE_SCENARIOS) " in *" lifecycle "*" faults "*) handoff=$(HANDOFF) ;; esac; \
+	 case " $(MOLECULE_SCENARIOS) " in *" lifecycle "*"faults "*) handoff=$(HANDOFF) ;; esac; \
 	 for s in $(MOLECULE_SCENARIOS); do \
 	  case $$s in federation|upgrade) lock=lab ;; faults) lock=lifecycle ;; *) lock=$$s ;; esac; \
 	  echo "make: molecule test -s $$s ($(LAB_SUITE))"; \
