@@ -16,6 +16,7 @@ import base64
 import binascii
 import re
 
+from ansible_collections.hybridhpc.slurm.plugins.module_utils.elastic import expand_set
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.hostlist import (
     HostlistError,
     expand,
@@ -150,11 +151,10 @@ def elastic_node_names(nodesets):
     (no mapping, a bad hostlist) give none here."""
     names = []
     for nodeset in nodesets if isinstance(nodesets, (list, tuple)) else []:
-        if isinstance(nodeset, dict) and nodeset.get("nodes"):
-            try:
-                names += expand(str(nodeset["nodes"]))
-            except HostlistError:
-                continue
+        try:
+            names += expand_set(nodeset) if isinstance(nodeset, dict) else []
+        except HostlistError:
+            continue
     return names
 
 

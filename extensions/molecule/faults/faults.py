@@ -37,7 +37,6 @@ import json
 import os
 import pathlib
 import re
-import shutil
 import sys
 import tempfile
 import time
@@ -56,15 +55,7 @@ TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT", "PREEMPT
 
 
 class Site(lab.Site):
-    """lab.Site, started from a given inventory directory (the lifecycle steps' last one)."""
-
-    def __init__(self, workdir, base):
-        self.dir = pathlib.Path(workdir) / "inventory"
-        shutil.copytree(base, self.dir)
-        self.hosts = yaml.safe_load((self.dir / "hosts.yml").read_text())
-        self.group_vars = {}
-        for path in (self.dir / "group_vars").glob("cluster_*.yml"):
-            self.group_vars[path.stem] = yaml.safe_load(path.read_text()) or {}
+    """lab.Site, with each run's exit code, time and changed counts."""
 
     def run(self, *args, expect_ok=True):
         """site.yml: (rc, output, seconds, {host: changed})."""
@@ -99,13 +90,6 @@ def completed(ctl, job, timeout=180):
 
 def answers(ctl):
     return lab.controller_answers(ctl) and run(["docker", "exec", ctl, "sinfo", "--local", "-h"], timeout=30).returncode == 0
-
-
-def beta_config(site):
-    cfg = site.group_vars.setdefault("cluster_beta", {})
-    if "slurm_config" not in cfg:
-        cfg["slurm_config"] = dict(yaml.safe_load((lab.BASE / "group_vars" / "all.yml").read_text())["slurm_config"])
-    return cfg["slurm_config"]
 
 
 def base_partitions():
@@ -198,7 +182,7 @@ def case_unreachable_node(site):
     """
     address = container_ip("lc-a-c2")
     before = lab.conf_sums(*(ALPHA + BETA))
-    beta_config(site)["SchedulerParameters"] = ["bf_interval=5", "bf_continue", "bf_max_job_test=400"]
+    lab.beta_config(site)["SchedulerParameters"] = ["bf_interval=5", "bf_continue", "bf_max_job_test=400"]
     run(["ip", "route", "add", "blackhole", address + "/32"])
     close_ssh(address)
     try:
@@ -223,9 +207,9 @@ def case_killed_before_the_nodes_restart(site):
     job = submit("lc-b-ctl1", "lc-b-c1", 60)
     ctld, slurmd = unit("lc-b-ctl1", "slurmctld"), unit("lc-b-c1", "slurmd")
     current = lab.config_value("lc-b-ctl1", "AuthInfo") or ""
-    beta_config(site)["AuthInfo"] = "socket=/run/munge/munge.socket.2" if "socket=" not in current else None
-    if beta_config(site)["AuthInfo"] is None:
-        del beta_config(site)["AuthInfo"]
+    lab.beta_config(site)["AuthInfo"] = "socket=/run/munge/munge.socket.2" if "socket=" not in current else None
+    if lab.beta_config(site)["AuthInfo"] is None:
+        del lab.beta_config(site)["AuthInfo"]
     window_start = stamp()
     killed = site.converge_killed_when(lambda: unit("lc-b-ctl1", "slurmctld") != ctld)
     check(killed, "the run ended before beta's slurmctld restarted")
@@ -255,7 +239,7 @@ def case_peering_cut(site):
     alpha_ips = [container_ip(h) for h in ALPHA]
     beta_ips = [container_ip(h) for h in BETA]
     job = submit("lc-b-ctl1", "lc-b-c1", 30)
-    beta_config(site)["SchedulerParameters"] = ["bf_interval=5", "bf_continue", "bf_max_job_test=500"]
+    lab.beta_config(site)["SchedulerParameters"] = ["bf_interval=5", "bf_continue", "bf_max_job_test=500"]
     blackhole(BETA, alpha_ips, True)
     blackhole(ALPHA, beta_ips, True)
     try:

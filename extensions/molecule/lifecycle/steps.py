@@ -110,11 +110,14 @@ def changed_counts(output):
 class Site:
     """The inventory as it stands after the steps so far, and site.yml over it."""
 
-    def __init__(self, workdir):
+    def __init__(self, workdir, base=BASE):
+        """From the scenario's inventory, or from base (an inventory a run of these steps left, with the
+        clusters' group_vars it wrote)."""
         self.dir = pathlib.Path(workdir) / "inventory"
-        shutil.copytree(BASE, self.dir)
+        shutil.copytree(base, self.dir)
         self.hosts = yaml.safe_load((self.dir / "hosts.yml").read_text())
-        self.group_vars = {}
+        self.group_vars = {path.stem: yaml.safe_load(path.read_text()) or {}
+                           for path in (self.dir / "group_vars").glob("cluster_*.yml")}
 
     def set_cluster_vars(self, group, variables):
         self.group_vars.setdefault(group, {}).update(variables)
@@ -165,10 +168,10 @@ class Site:
 
 def beta_config(site):
     """beta's own slurm_config (group_vars/cluster_beta.yml): the lab's, to be changed step by step."""
-    if "cluster_beta" not in site.group_vars:
-        lab = yaml.safe_load((BASE / "group_vars" / "all.yml").read_text())["slurm_config"]
-        site.set_cluster_vars("cluster_beta", {"slurm_config": dict(lab)})
-    return site.group_vars["cluster_beta"]["slurm_config"]
+    beta = site.group_vars.setdefault("cluster_beta", {})
+    if "slurm_config" not in beta:
+        beta["slurm_config"] = dict(yaml.safe_load((BASE / "group_vars" / "all.yml").read_text())["slurm_config"])
+    return beta["slurm_config"]
 
 
 def step_a_reconfigure_second_cluster_only(site):
