@@ -434,6 +434,33 @@ def bench_reconcile(count: int, runs: int) -> dict:
     return result
 
 
+TARGET_RECONCILE_S = 0.5
+TARGET_PROGRAM_S = 2.0
+
+
+def bench_program(count: int, runs: int) -> dict:
+    """ResumeProgram as slurmctld runs it (a new interpreter per call) for `count` nodes: it only queues them."""
+    with tempfile.TemporaryDirectory(prefix="bench-power-program-") as workdir:
+        base = pathlib.Path(workdir)
+        nodes = "cloud-dy-[1-%d]" % count
+        (base / "queue").mkdir()
+        config = base / "power.json"
+        config.write_text(json.dumps({"cluster": CLUSTER, "queue_dir": str(base / "queue"), "log_file": str(base / "power.log"),
+                                      "nodesets": [{"name": "dy", "nodes": nodes, "provider": "aws"}]}))
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(PACKAGE / "src")}
+        argv = [sys.executable, "-m", "hybridhpc_power", "--config", str(config), "resume", nodes]
+        seconds, problem = [], None
+        for _unused in range(runs):
+            done, elapsed = timed(lambda: subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False))
+            if done.returncode != 0:
+                problem = "resume exited %d: %s" % (done.returncode, done.stderr.strip()[-300:])
+                break
+            seconds.append(elapsed)
+    result = {"nodes": count, "runs": len(seconds), "median_s": statistics.median(seconds) if seconds else None, "problem": problem}
+    log("  resume program, %d nodes: %s" % (count, "%.3fs (median of %d)" % (result["median_s"], len(seconds)) if seconds else problem))
+    return result
+
+
 # -- output ---------------------------------------------------------------------------------------
 
 
@@ -540,8 +567,17 @@ def lab_table(lab_result: dict | None) -> str:
     return "\n".join(lines)
 
 
-def verdicts(aws_result: dict | None, reconcile_result: dict) -> list[str]:
+def verdicts(aws_result: dict | None, reconcile_result: dict, program_result: dict) -> list[str]:
     out = []
+    total = reconcile_result["total_median_s"]
+    out.append("reconciler, %d nodes: parse + plan %.3f s (target <= %.1f s): %s"
+               % (reconcile_result["nodes"], total, TARGET_RECONCILE_S, "met" if total <= TARGET_RECONCILE_S else "MISSED"))
+    if program_result["median_s"] is not None:
+        median = program_result["median_s"]
+        out.append("resume program, %d nodes: %.3f s (target <= %.1f s): %s"
+                   % (program_result["nodes"], median, TARGET_PROGRAM_S, "met" if median <= TARGET_PROGRAM_S else "MISSED"))
+    if program_result["problem"]:
+        out.append("resume program: " + program_result["problem"])
     if aws_result:
         per_1000 = 1000.0 / aws_result["nodes"]
         for name in ("resume (first: key published)", "suspend"):
@@ -571,6 +607,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="bench-power-") as workdir:
             aws_result = bench_aws(args.nodes, pathlib.Path(workdir))
     reconcile_result = bench_reconcile(args.reconcile_nodes, args.runs)
+    program_result = bench_program(args.reconcile_nodes, args.runs)
     lab_result = bench_lab(args.lab_trials)
 
     print()
@@ -578,7 +615,7 @@ def main() -> int:
     print()
     print(lab_table(lab_result))
     print()
-    results = verdicts(aws_result, reconcile_result)
+    results = verdicts(aws_result, reconcile_result, program_result)
     if lab_result and lab_result["median_s"] is not None:
         verdict = "met" if lab_result["median_s"] <= TARGET_SUBMIT_TO_RUNNING else "MISSED (median)"
         figures = (lab_result["median_s"], lab_result["max_s"], TARGET_SUBMIT_TO_RUNNING, verdict)
@@ -593,10 +630,12 @@ def main() -> int:
             {
                 "python": sys.version.split()[0],
                 "cpus": os.cpu_count(),
-                "targets": {"aws_calls_per_1000_nodes": TARGET_CALLS_PER_1000},
+                "targets": {"aws_calls_per_1000_nodes": TARGET_CALLS_PER_1000, "reconcile_s": TARGET_RECONCILE_S,
+                            "resume_program_s": TARGET_PROGRAM_S},
                 "verdicts": results,
                 "aws": aws_result,
                 "reconcile": reconcile_result,
+                "resume_program": program_result,
                 "lab": lab_result,
             },
             indent=2,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import pathlib
-import time
 
 import pytest
 from power_fakes import node
@@ -236,7 +235,8 @@ def test_plan_reads_the_real_scontrol_fixture():
 
 
 # -- scale --------------------------------------------------------------------------------
-def test_ten_thousand_nodes_parse_and_plan_well_under_a_second():
+def test_ten_thousand_nodes_parse_and_plan_every_node():
+    """Correct at scale; how fast is tests/bench/bench_power.py's (make bench-power), never a unit test's."""
     template = json.loads((pathlib.Path(__file__).parent / "data" / "scontrol_show_nodes_24.11.json").read_text())
     kinds = template["nodes"]
     nodes_json = []
@@ -247,9 +247,6 @@ def test_ten_thousand_nodes_parse_and_plan_well_under_a_second():
     text = json.dumps({**template, "nodes": nodes_json}, indent=2)  # scontrol indents: ~24 MB
     machines = {"cl-%d" % i: machine("cl-%d" % i) for i in range(0, 10_000, 2)}
     settings = Settings({"cl-%d" % i: "a" for i in range(10_000)}, failed_retry_after=30, resume_grace=60)
-    started = time.perf_counter()
     nodes = parse_nodes(text)
     got = plan(nodes, {"a": machines}, Pending(), 1795490258 + 31, settings)
-    elapsed = time.perf_counter() - started
     assert len(nodes) == 10_000 and sum(len(a.nodes) for a in got) > 5_000
-    assert elapsed < 0.5, "parse + plan of 10k nodes took %.3fs" % elapsed

@@ -8,7 +8,6 @@ import os
 import pathlib
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -69,17 +68,17 @@ def test_an_unwritable_queue_is_logged_and_fails_the_call(tmp_path):
     assert "node=cloud-dy-1 action=resume result=failed" in stream.getvalue()
 
 
-def test_the_program_command_returns_within_milliseconds_for_ten_thousand_nodes(tmp_path):
-    """The real entry point, as slurmctld runs it: no provider import, no Slurm call, no waiting."""
+def test_the_program_command_queues_ten_thousand_nodes_without_provider_or_slurm(tmp_path):
+    """The real entry point, as slurmctld runs it: no provider import, no Slurm call, no waiting.
+
+    Its seconds are measured by tests/bench/bench_power.py (make bench-power)."""
     config = make_config(tmp_path, "cloud-dy-[1-10000]")
     path = tmp_path / "power.json"
     path.write_text(json.dumps({"cluster": "t", "queue_dir": config.queue_dir, "log_file": config.log_file,
                                 "nodesets": [{"name": "dy", "nodes": "cloud-dy-[1-10000]", "provider": "aws"}]}))
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(SRC)}
     argv = [sys.executable, "-X", "importtime", "-m", "hybridhpc_power", "--config", str(path), "resume", "cloud-dy-[1-10000]"]
-    started = time.perf_counter()
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
-    elapsed = time.perf_counter() - started
     assert done.returncode == 0, done.stderr
     imported = done.stderr
     for module in ("boto3", "hybridhpc_power.providers.aws", "hybridhpc_power.providers.docker", "hybridhpc_power.service", "subprocess"):
@@ -87,4 +86,3 @@ def test_the_program_command_returns_within_milliseconds_for_ten_thousand_nodes(
     requests, _ = queue.read(config.queue_dir)
     assert len(requests) == 1 and len(requests[0].nodes) == 10_000
     assert len(open(config.log_file).read().splitlines()) == 10_000
-    assert elapsed < 2.0, "resume program took %.2fs" % elapsed
