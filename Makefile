@@ -23,7 +23,7 @@ LAB_CTL := onprem-ctl1
 LAB_SUITE ?= trixie
 LAB_IMAGE_FILE := $(if $(filter trixie,$(LAB_SUITE)),.lab-image,.lab-image-$(LAB_SUITE))
 
-.PHONY: test-main test-matrix matrix matrix-2.18 matrix-2.18-checks matrix-2.18-converge matrix-2.19 lab lab-down lab-status test lint typecheck sanity unit integration molecule molecule-majors bench bench-power bench-converge build ee-context ee matrix-ee deps docker image clean
+.PHONY: test-main test-matrix rules matrix matrix-2.18 matrix-2.18-checks matrix-2.18-converge matrix-2.19 lab lab-down lab-status test lint typecheck sanity unit integration molecule molecule-majors bench bench-power bench-converge build ee-context ee matrix-ee deps docker image clean
 
 $(VENV)/.stamp: requirements-dev.txt
 	@echo "make: python venv with pinned tools"
@@ -87,7 +87,7 @@ test: docker deps image
 # upgrade (the longest scenario, on the federated lab's names) runs in the
 # background chain, which is shorter: the two then end about together.
 MAIN_SCENARIOS = $(filter-out upgrade,$(MOLECULE_SCENARIOS))
-test-main: lint typecheck sanity unit integration
+test-main: lint typecheck sanity unit rules integration
 	@$(MAKE) --no-print-directory molecule MOLECULE_SCENARIOS="$(MAIN_SCENARIOS)"
 
 # The lab-free steps first, the converge legs last: they wait while a
@@ -106,7 +106,8 @@ lint: deps docs-deps
 	@echo "make: ansible-lint (production profile), yamllint, ruff, antsibull-changelog lint"
 	@$(BIN)/ansible-lint --profile production --offline
 	@$(DOCS_RUN) antsibull-docs lint-collection-docs --plugin-docs .
-	@$(BIN)/ruff check plugins tests lab extensions roles/copilot/files/copilot roles/power_save/files/hybridhpc_power
+	@$(BIN)/ruff check plugins tests lab extensions roles/copilot/files/copilot roles/power_save/files/hybridhpc_power \
+	  roles/slurm_exporter/files/hybridhpc_exporter
 	@$(BIN)/antsibull-changelog lint
 
 # mypy --strict over the copilot package; its settings are in the copilot's pyproject.toml
@@ -124,7 +125,13 @@ sanity: deps
 unit: deps
 	@echo "make: pytest unit tests (plugins, roles' templates, the copilot, the Kubernetes API double, hybridhpc-power)"
 	@$(BIN)/pytest -q --basetemp=$(ROOT)/.cache/pytest-unit tests/unit roles/copilot/files/copilot/tests tests/k8s_double \
-	  roles/power_save/files/hybridhpc_power/tests
+	  roles/power_save/files/hybridhpc_power/tests roles/slurm_exporter/files/hybridhpc_exporter/tests
+
+# The monitoring role's alert rules through Prometheus's promtool (check rules,
+# test rules), the promtool of Debian's package (tests/rules/promtool.sh).
+rules: deps
+	@echo "make: promtool check rules and test rules (the monitoring role's alerts)"
+	@PROMTOOL=$$(tests/rules/promtool.sh) $(BIN)/pytest -q -p no:cacheprovider tests/rules
 
 integration: deps image
 	@echo "make: pytest integration tests (bad inventories, AWX through ansible-runner on its own lab)"

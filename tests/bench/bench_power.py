@@ -456,9 +456,12 @@ def bench_program(count: int, runs: int) -> dict:
                 problem = "resume exited %d: %s" % (done.returncode, done.stderr.strip()[-300:])
                 break
             seconds.append(elapsed)
-    result = {"nodes": count, "runs": len(seconds), "median_s": statistics.median(seconds) if seconds else None, "problem": problem}
-    log("  resume program, %d nodes: %s" % (count, "%.3fs (median of %d)" % (result["median_s"], len(seconds)) if seconds else problem))
-    return result
+    median = statistics.median(seconds) if seconds else None
+    if median is None:
+        log("  resume program, %d nodes: %s" % (count, problem))
+    else:
+        log("  resume program, %d nodes: %.3fs (median of %d)" % (count, median, len(seconds)))
+    return {"nodes": count, "runs": len(seconds), "median_s": median, "problem": problem}
 
 
 # -- output ---------------------------------------------------------------------------------------
