@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import signal
 import time
 
 import pytest
@@ -17,6 +18,19 @@ from hybridhpc_health.runner import Action, Result, decide, drain_reason
 
 # Generous: the point is that the run ends (a hung check would hold it for 60 s or forever), not how fast.
 BOUND = 20
+
+
+@pytest.fixture(autouse=True)
+def watchdog():
+    """Fail (rather than hang the suite) if a run never ends: the alarm's exception makes run_checks kill its children."""
+    def expired(signum, frame):
+        raise TimeoutError("run_checks did not return within %d s" % (BOUND + 10))
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(BOUND + 10)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
 
 
 def gone(pid: int, wait: float = 5.0) -> bool:
@@ -66,8 +80,9 @@ def test_a_python_check_blocked_in_the_kernel_is_killed(tmp_path):
     assert got == [Result("scratch", False, "timed out after 1.5 s", got[0].seconds)]
 
 
-def test_a_python_check_that_never_returns_is_killed_and_hung_checks_run_concurrently():
+def test_a_python_check_that_never_returns_is_killed_and_hung_checks_run_concurrently(tmp_path):
     def forever(check):
+        (tmp_path / check.name).write_text(str(os.getpid()))
         while True:
             time.sleep(3600)
 
@@ -78,6 +93,7 @@ def test_a_python_check_that_never_returns_is_killed_and_hung_checks_run_concurr
     assert time.monotonic() - started < BOUND
     assert [r.detail for r in got[:4]] == ["timed out after 2 s"] * 4
     assert got[4].ok
+    assert all(gone(int((tmp_path / c.name).read_text())) for c in hung), "a killed check process still runs"
 
 
 def test_checks_run_at_the_same_time(tmp_path):
