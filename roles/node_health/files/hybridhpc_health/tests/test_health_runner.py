@@ -113,9 +113,10 @@ def test_a_check_that_raises_or_dies_fails_with_the_reason():
     def die(check):
         os._exit(7)
 
-    got = runner.run_checks([make_check("boom"), make_check("die")], functions={"boom": boom, "die": die})
+    got = runner.run_checks([make_check("boom"), make_check("die"), make_check("nosuch")], functions={"boom": boom, "die": die})
     assert got[0].detail == "RuntimeError: no such interface ib0" and not got[0].ok
     assert got[1].detail == "check process exited 7 without a result" and not got[1].ok
+    assert got[2].detail == "unknown check type 'nosuch'" and not got[2].ok
 
 
 # -- the decision --

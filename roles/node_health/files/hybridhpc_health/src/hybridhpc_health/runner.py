@@ -47,9 +47,14 @@ class Action:
     reason: str = ""  # the drain reason (drain), or why nothing is done (none)
 
 
-def _child(write_fd: int, check, function) -> None:
+def _unknown_type(check):
+    raise checks_module.CheckFailed("unknown check type %r" % check.type)
+
+
+def _child(read_fd: int, write_fd: int, check, function) -> None:
     """In the forked child: run the check, write one JSON result, exit. Never returns."""
     try:
+        os.close(read_fd)
         os.setsid()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -105,12 +110,12 @@ def run_checks(checks, functions=None) -> list[Result]:
     running = {}  # read fd -> [index, pid, start, deadline, buffer]
     try:
         for index, check in enumerate(checks):
+            function = functions.get(check.type) or _unknown_type  # looked up here: nothing may raise in the child before _child
             read_fd, write_fd = os.pipe()
             start = time.monotonic()
             pid = os.fork()
             if pid == 0:  # pragma: no cover - the child
-                os.close(read_fd)
-                _child(write_fd, check, functions[check.type])
+                _child(read_fd, write_fd, check, function)
             os.close(write_fd)
             os.set_blocking(read_fd, False)
             running[read_fd] = [index, pid, start, start + check.timeout, bytearray()]
