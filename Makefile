@@ -107,7 +107,7 @@ lint: deps docs-deps
 	@$(BIN)/ansible-lint --profile production --offline
 	@$(DOCS_RUN) antsibull-docs lint-collection-docs --plugin-docs .
 	@$(BIN)/ruff check plugins tests lab extensions roles/copilot/files/copilot roles/power_save/files/hybridhpc_power \
-	  roles/slurm_exporter/files/hybridhpc_exporter
+	  roles/monitoring/files/hybridhpc_exporter roles/node_health/files/hybridhpc_health
 	@$(BIN)/antsibull-changelog lint
 
 # mypy --strict over the copilot package; its settings are in the copilot's pyproject.toml
@@ -125,7 +125,7 @@ sanity: deps
 unit: deps
 	@echo "make: pytest unit tests (plugins, roles' templates, the copilot, the Kubernetes API double, hybridhpc-power)"
 	@$(BIN)/pytest -q --basetemp=$(ROOT)/.cache/pytest-unit tests/unit roles/copilot/files/copilot/tests tests/k8s_double \
-	  roles/power_save/files/hybridhpc_power/tests roles/slurm_exporter/files/hybridhpc_exporter/tests
+	  roles/power_save/files/hybridhpc_power/tests roles/monitoring/files/hybridhpc_exporter/tests roles/node_health/files/hybridhpc_health/tests
 
 # The monitoring role's alert rules through Prometheus's promtool (check rules,
 # test rules), the promtool of Debian's package (tests/rules/promtool.sh).
@@ -137,7 +137,7 @@ integration: deps image
 	@echo "make: pytest integration tests (bad inventories, AWX through ansible-runner on its own lab)"
 	@$(BIN)/pytest -q --basetemp=$(ROOT)/.cache/pytest-integration tests/integration
 
-MOLECULE_SCENARIOS ?= default core single_node federation colocation lifecycle faults upgrade
+MOLECULE_SCENARIOS ?= default core single_node monitoring federation colocation lifecycle faults upgrade
 # The other Slurm majors run the core scenario (one cluster, accounting, jobs,
 # REST, idempotence); the default suite runs every scenario above.
 MAJOR_SUITES ?= bookworm sid

@@ -33,5 +33,5 @@ py="$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 # files, linted by ruff.
 exec ansible-test sanity --venv --requirements --python "$py" --color no \
   --exclude lab/ --exclude extensions/ --exclude roles/copilot/files/copilot/ \
-  --exclude roles/power_save/files/hybridhpc_power/ --exclude roles/slurm_exporter/files/hybridhpc_exporter/ \
+  --exclude roles/power_save/files/hybridhpc_power/ --exclude roles/monitoring/files/hybridhpc_exporter/ \
   --exclude roles/node_health/files/hybridhpc_health/ "$@"

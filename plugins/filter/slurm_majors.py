@@ -22,6 +22,11 @@ def slurm_host_major(apt_policy_text, slurm_version=None, release=None, installe
         raise AnsibleFilterError(str(exc)) from exc
 
 
+def slurm_rest_openapi_plugins(major, accounting):
+    """slurmrestd's -s value for this major and whether the cluster has accounting ("" loads every plugin)."""
+    return slurm_majors.rest_openapi_plugins(major, accounting)
+
+
 class FilterModule(object):
     def filters(self):
-        return {"slurm_host_major": slurm_host_major}
+        return {"slurm_host_major": slurm_host_major, "slurm_rest_openapi_plugins": slurm_rest_openapi_plugins}

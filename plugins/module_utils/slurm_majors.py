@@ -184,6 +184,21 @@ def rest_versions(major):
     return tuple(entry["rest_versions"]) if entry else ()
 
 
+def rest_openapi_plugins(major, accounting):
+    """slurmrestd's ``-s`` (its OpenAPI plugins), or "" for all of them.
+
+    With every plugin loaded, slurmrestd 24.11 exits at start on a cluster
+    without slurmdbd ("fatal: Failure loading plugin path bindings: Requested
+    operation not supported on this system", seen on the lab): without
+    accounting it gets openapi/slurmctld only. 22.05 names its plugins per
+    version (openapi/v0.0.38): left at all of them there.
+    """
+    if accounting:
+        return ""
+    key = _key(major) if known(major) else None
+    return "openapi/slurmctld" if key is not None and key >= (23, 11) else ""
+
+
 def client_rest_versions(major):
     """The versions both the collection's client and this major's slurmrestd speak, newest first."""
     return tuple(v for v in reversed(CLIENT_REST_VERSIONS) if v in rest_versions(major))

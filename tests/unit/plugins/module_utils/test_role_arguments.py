@@ -95,8 +95,12 @@ def site_role_starts():
 
 def test_site_checks_every_role_once_in_its_first_play():
     first = yaml.safe_load((PLAYBOOKS / "site.yml").read_text())[0]
-    includes = [t["ansible.builtin.include_role"] for t in first["tasks"]]
+    includes = [t["ansible.builtin.include_role"] for t in first["tasks"] if "ansible.builtin.include_role" in t]
     assert [i.get("tasks_from") for i in includes] == ["plan", "validate"]
+    # A monitoring host that runs no Slurm daemon has its one role checked instead.
+    own = [t for t in first["tasks"] if "hybridhpc.slurm.role_arguments" in t]
+    assert [t["hybridhpc.slurm.role_arguments"] for t in own] == [{"roles": ["monitoring"]}]
+    assert own[0]["when"] == "inventory_hostname not in __site_slurm_hosts" and "always" in own[0]["tags"]
     validate = yaml.safe_load((ROLES / "slurm_common" / "tasks" / "validate.yml").read_text())
     checks = [t["hybridhpc.slurm.role_arguments"] or {} for t in validate if "hybridhpc.slurm.role_arguments" in t]
     assert checks == [{"roles": ["slurm_common"]}, {"exclude": ["slurm_common"]}]

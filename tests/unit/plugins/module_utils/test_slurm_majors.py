@@ -215,3 +215,12 @@ def test_client_versions_are_the_clients_own():
     from ansible_collections.hybridhpc.slurm.plugins.module_utils import slurmrestd
 
     assert sm.CLIENT_REST_VERSIONS == tuple(reversed(slurmrestd.DEFAULT_VERSIONS))
+
+
+def test_slurmrestd_without_accounting_loads_the_slurmctld_plugin_only():
+    from ansible_collections.hybridhpc.slurm.plugins.module_utils import slurm_majors as sm
+
+    assert sm.rest_openapi_plugins("24.11", accounting=False) == "openapi/slurmctld"
+    assert sm.rest_openapi_plugins("26.05", accounting=False) == "openapi/slurmctld"
+    assert sm.rest_openapi_plugins("24.11", accounting=True) == ""
+    assert sm.rest_openapi_plugins("22.05", accounting=False) == ""  # per-version plugin names there

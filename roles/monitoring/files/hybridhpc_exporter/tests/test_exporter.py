@@ -185,3 +185,23 @@ def test_served_over_http_with_the_token_file_reread_after_a_refusal(tmp_path):
     finally:
         server.shutdown()
     assert (seen[-1][1]) == good
+
+
+FEDERATION = """Federation: lab
+Self:       onprem:172.18.0.2:6817 ID:1 FedState:ACTIVE Features:
+Sibling:    cloud:172.19.0.3:6817 ID:2 FedState:ACTIVE Features: PersistConnSend/Recv:Yes/Yes Synced:Yes
+Sibling:    burst:172.20.0.3:6817 ID:3 FedState:DRAIN+REMOVE Features: PersistConnSend/Recv:No/No Synced:No
+"""
+
+
+def test_federation_members_from_scontrol():
+    assert model.parse_federation(FEDERATION) == ("lab", [("onprem", "ACTIVE", "self"), ("cloud", "ACTIVE", "yes"), ("burst", "DRAIN", "no")])
+    assert model.parse_federation("") == ("", [])
+    client = slurmrestd.SlurmrestdClient(url="http://ctl1:6820", token="t", transport=transport(ANSWERS), retries=0, versions=("v0.0.42",))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector.SlurmCollector(client, False, federation=lambda: FEDERATION))
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families(generate_latest(registry).decode()) for s in f.samples}
+    assert samples[("hybridhpc_slurm_federation_member_active", (("federation", "lab"), ("member", "burst"), ("state", "DRAIN")))] == 0
+    assert samples[("hybridhpc_slurm_federation_member_active", (("federation", "lab"), ("member", "cloud"), ("state", "ACTIVE")))] == 1
+    assert samples[("hybridhpc_slurm_federation_member_connected", (("federation", "lab"), ("member", "burst")))] == 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import subprocess
 import sys
 import threading
 from wsgiref.simple_server import WSGIRequestHandler
@@ -39,6 +40,15 @@ def token_expiry(path: str) -> float | None:
     return float(exp) if isinstance(exp, (int, float)) else None
 
 
+def show_federation(scontrol: str, timeout: float) -> str | None:
+    """``scontrol show federation``, or None when it failed (logged: the families are then left out)."""
+    done = subprocess.run([scontrol, "show", "federation"], capture_output=True, text=True, timeout=timeout, check=False)
+    if done.returncode != 0:
+        logging.warning("scontrol show federation: rc %d: %s", done.returncode, done.stderr.strip()[-200:])
+        return None
+    return done.stdout
+
+
 class QuietHandler(WSGIRequestHandler):
     def log_message(self, format, *args):  # noqa: A002 - the base class's name
         pass  # one line per scrape would fill the journal
@@ -54,6 +64,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--slurm-names", action="store_true",
                         help="also serve the metrics Slurm 25.11+ serves itself (for 22.05 and 24.11)")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per slurmrestd request (default %(default)s)")
+    parser.add_argument("--federation", action="store_true", help="also serve the federation's members (scontrol show federation)")
+    parser.add_argument("--scontrol", default="/usr/bin/scontrol", help="scontrol for --federation (default %(default)s)")
     return parser.parse_args(argv)
 
 
@@ -65,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
                                          token_provider=lambda: read_token(args.token_file), timeout=args.timeout,
                                          retries=1)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector.SlurmCollector(client, args.slurm_names, lambda: token_expiry(args.token_file)))
+    federation = (lambda: show_federation(args.scontrol, args.timeout)) if args.federation else None
+    registry.register(collector.SlurmCollector(client, args.slurm_names, lambda: token_expiry(args.token_file), federation=federation))
     app = exposition.make_wsgi_app(registry)
     server = exposition.make_server(address or "0.0.0.0", int(port), app, exposition.ThreadingWSGIServer,
                                     handler_class=QuietHandler)

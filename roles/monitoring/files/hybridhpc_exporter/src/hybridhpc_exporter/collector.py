@@ -26,11 +26,16 @@ log = logging.getLogger("hybridhpc_exporter")
 
 
 class SlurmCollector(Collector):
-    """``client`` is a SlurmrestdClient (or anything with ping/nodes/jobs); ``token_expiry`` the token's exp claim, if known."""
+    """``client``: a SlurmrestdClient; ``token_expiry``: the token's exp claim; ``federation``: ``scontrol show federation``'s text.
+
+    slurmrestd has no federation view, so the federation's members come from
+    scontrol on the controller the exporter runs on (MUNGE authenticates it).
+    """
 
     def __init__(self, client: Any, slurm_names: bool, token_expiry: Callable[[], float | None] = lambda: None,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, federation: Callable[[], str | None] | None = None):
         self.client = client
+        self.federation = federation
         self.slurm_names = slurm_names
         self.token_expiry = token_expiry
         self.clock = clock
@@ -53,6 +58,13 @@ class SlurmCollector(Collector):
                 up = 1.0
         except Exception as err:  # any failure of Slurm or the network is a sample, not a failed scrape
             log.warning("scrape failed: %s", err)
+        if self.federation is not None:
+            try:
+                text = self.federation()
+                if text is not None:
+                    families += model.federation_families(text)
+            except Exception as err:
+                log.warning("scontrol show federation failed: %s", err)
         families.append(("hybridhpc_slurm_up", "1 when slurmrestd and a slurmctld answered this scrape.", (), [((), up)]))
         expiry = self.token_expiry()
         if expiry is not None:

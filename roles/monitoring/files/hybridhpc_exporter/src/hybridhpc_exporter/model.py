@@ -239,3 +239,34 @@ def controller_families(pings: list[dict[str, Any]]) -> Iterator[Family]:
     """One sample per slurmctld of the cluster, in slurm.conf's order: index 0 is the primary."""
     yield ("hybridhpc_slurm_controller_up", "1 when this slurmctld answers ping (index 0: the primary, 1 and up: backups).",
            ("host", "index"), [((str(p.get("hostname") or ""), str(i)), 1.0 if pinged_up(p) else 0.0) for i, p in enumerate(pings)])
+
+
+_FED_LINE = re.compile(r"^\s*(Self|Sibling):\s+(\S+?):\S*\s+ID:\d+\s+FedState:(\S+)(.*)$")
+
+
+def parse_federation(text: str) -> tuple[str, list[tuple[str, str, str]]]:
+    """``scontrol show federation``: (federation name, [(member, FedState, how this controller is connected)]).
+
+    A cluster in no federation prints no "Federation:" line: ("", []).
+    """
+    name, members = "", []
+    for line in (text or "").splitlines():
+        if line.startswith("Federation:"):
+            name = line.split(":", 1)[1].strip()
+            continue
+        match = _FED_LINE.match(line)
+        if match:
+            role, member, state, rest = match.groups()
+            connected = "self" if role == "Self" else ("yes" if re.search(r"PersistConnSend/Recv:Yes/Yes", rest) else "no")
+            members.append((member, state.split("+")[0], connected))
+    return name, members
+
+
+def federation_families(text: str) -> Iterator[Family]:
+    name, members = parse_federation(text)
+    yield ("hybridhpc_slurm_federation_member_active",
+           "1 when this member of the federation is ACTIVE, as this cluster's slurmctld sees it (state: its FedState).",
+           ("federation", "member", "state"), [((name, m, state), 1.0 if state == "ACTIVE" else 0.0) for m, state, _c in members])
+    yield ("hybridhpc_slurm_federation_member_connected",
+           "1 when this slurmctld holds its persistent connections to the sibling both ways (Self: always 1).",
+           ("federation", "member"), [((name, m), 1.0 if c in ("self", "yes") else 0.0) for m, _s, c in members])
