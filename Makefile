@@ -23,7 +23,7 @@ LAB_CTL := onprem-ctl1
 LAB_SUITE ?= trixie
 LAB_IMAGE_FILE := $(if $(filter trixie,$(LAB_SUITE)),.lab-image,.lab-image-$(LAB_SUITE))
 
-.PHONY: test-main test-matrix rules matrix matrix-2.18 matrix-2.18-checks matrix-2.18-converge matrix-2.19 lab lab-down lab-status test lint typecheck sanity unit integration molecule molecule-majors bench bench-power bench-converge build ee-context ee matrix-ee deps docker image clean
+.PHONY: test-main test-matrix rules bench-exporter matrix matrix-2.18 matrix-2.18-checks matrix-2.18-converge matrix-2.19 lab lab-down lab-status test lint typecheck sanity unit integration molecule molecule-majors bench bench-power bench-converge build ee-context ee matrix-ee deps docker image clean
 
 $(VENV)/.stamp: requirements-dev.txt
 	@echo "make: python venv with pinned tools"
@@ -142,6 +142,8 @@ MOLECULE_SCENARIOS ?= default core single_node monitoring federation colocation 
 # REST, idempotence); the default suite runs every scenario above.
 MAJOR_SUITES ?= bookworm sid
 MAJOR_SCENARIOS ?= core
+# On sid (Slurm 26.05) only: slurmctld's own metrics endpoints (MetricsType=metrics/openmetrics).
+SID_SCENARIOS ?= monitoring
 
 # The scenarios on the federated lab's host names (federation, upgrade) hold
 # the lock "lab", as the matrix's converge legs do; faults, on the lifecycle
@@ -162,13 +164,20 @@ molecule: deps image
 
 molecule-majors:
 	@for suite in $(MAJOR_SUITES); do \
-	  $(MAKE) --no-print-directory molecule LAB_SUITE=$$suite MOLECULE_SCENARIOS="$(MAJOR_SCENARIOS)" || exit 1; \
+	  extra=; case $$suite in sid) extra="$(SID_SCENARIOS)" ;; esac; \
+	  $(MAKE) --no-print-directory molecule LAB_SUITE=$$suite MOLECULE_SCENARIOS="$(MAJOR_SCENARIOS) $$extra" || exit 1; \
 	done
 
-bench: deps bench-power
+bench: deps bench-power bench-exporter
 	@$(PY) tests/bench/bench_hostlist.py
 	@echo "make: copilot daemon at 1,000 and 10,000 GenericNodes (a few minutes; report in .cache/bench/copilot.json)"
 	@$(PY) tests/bench/bench_copilot.py
+
+# The slurm exporter scraped for 1,000 nodes and 1,000 jobs (a generated
+# slurmrestd answer served on loopback): median scrape seconds and peak RSS.
+# Report in .cache/bench/exporter.json.
+bench-exporter: deps
+	@$(PY) tests/bench/bench_exporter.py
 
 # Cloud burst: the aws provider resuming and suspending 1,000 nodes against
 # moto's EC2 server on loopback (API calls), the reconciler with 10,000 cloud
