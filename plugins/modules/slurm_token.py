@@ -150,14 +150,7 @@ cmd:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils.scontrol_token import (  # noqa: F401 - the tests import them from here
-    SCONTROL,
-    TokenError,
-    explain_failure,
-    mint_token,
-    token_argv,
-    validate,
-)
+from ansible_collections.hybridhpc.slurm.plugins.module_utils.scontrol_token import SCONTROL, TokenError, mint_token
 
 
 def main():
