@@ -12,6 +12,8 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.hybridhpc.slurm.plugins.plugin_utils.lazy_module import LazyModule
 
 alert_rules = LazyModule("alert_rules")
+cluster_plan = LazyModule("cluster_plan")
+slurm_majors = LazyModule("slurm_majors")
 scrape_targets = LazyModule("scrape_targets")
 observability = LazyModule("observability")
 
@@ -24,7 +26,7 @@ def _plan(groups, hostvars, settings):
     settings = dict(settings or {})
     for key in ("exporter_port", "node_exporter_port", "copilot_port"):
         settings[key] = int(settings[key])
-    settings["slurm_exporter"] = scrape_targets.cluster_plan.truthy(settings.get("slurm_exporter", True))
+    settings["slurm_exporter"] = cluster_plan.truthy(settings.get("slurm_exporter", True))
     return settings, scrape_targets.scrape_plan(groups, _host_vars(hostvars), settings, list(settings.get("prometheus_hosts") or []))
 
 
@@ -53,18 +55,18 @@ def slurm_monitoring_problems(groups, hostvars, settings, alerts):
 
 def slurm_serves_openmetrics(major):
     """Whether this Slurm major's slurmctld serves its own metrics (25.11 and later)."""
-    return scrape_targets.serves_openmetrics(major)
+    return slurm_majors.serves_openmetrics(major)
 
 
 def slurm_observability_config(config, metrics, health, major, monitored):
     """slurm.conf's keys with MetricsType (Slurm 25.11+, when monitored) and the health check's keys added."""
-    return observability.config(config, metrics, health or {}, major, scrape_targets.cluster_plan.truthy(monitored))
+    return observability.config(config, metrics, health or {}, major, cluster_plan.truthy(monitored))
 
 
 def slurm_observability_problems(metrics, health, major, config, monitored):
     """What the first play refuses in slurm_metrics and slurm_health_check."""
     return observability.problems(metrics, health if health is not None else {}, major, config,
-                                  scrape_targets.cluster_plan.truthy(monitored))
+                                  cluster_plan.truthy(monitored))
 
 
 class FilterModule(object):

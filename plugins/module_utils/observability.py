@@ -19,22 +19,15 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.hybridhpc.slurm.plugins.module_utils.slurm_majors import serves_openmetrics
+
 HEALTH_CHECK_PROGRAM = "/usr/local/sbin/hybridhpc-health"
 NODE_STATES = ("ALLOC", "ANY", "CYCLE", "IDLE", "MIXED", "NONDRAINED_IDLE")
-OPENMETRICS_MAJOR = (25, 11)
-
-
-def _major(major):
-    try:
-        year, month = str(major).split(".")[:2]
-        return int(year), int(month)
-    except (TypeError, ValueError):
-        return None
 
 
 def metrics_wanted(setting, major, monitored):
     """Whether slurm.conf gets MetricsType=metrics/openmetrics."""
-    has = (_major(major) or (0, 0)) >= OPENMETRICS_MAJOR
+    has = serves_openmetrics(major)
     if setting == "auto":
         return has and bool(monitored)
     return bool(setting) and has
@@ -45,7 +38,7 @@ def problems(metrics, health, major, config, monitored):
     found = []
     if metrics not in ("auto", True, False):
         found.append("slurm_metrics: %r: use auto, true or false" % (metrics,))
-    elif metrics is True and (_major(major) or (0, 0)) < OPENMETRICS_MAJOR:
+    elif metrics is True and not serves_openmetrics(major):
         found.append("slurm_metrics: true needs Slurm 25.11 or later (this cluster runs %s); set it to auto or false, "
                      "the slurm exporter serves the same names on older majors" % (major or "an unknown major"))
     if metrics_wanted(metrics, major, monitored) and (config or {}).get("PrivateData"):

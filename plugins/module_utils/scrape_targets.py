@@ -28,24 +28,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import cluster_plan
+from ansible_collections.hybridhpc.slurm.plugins.module_utils.slurm_majors import serves_openmetrics
 
 OPENMETRICS_PATHS = ("nodes", "jobs", "partitions", "scheduler")
-OPENMETRICS_MAJOR = (25, 11)
-
-
-def major_tuple(major):
-    """``"24.11"`` -> (24, 11); None for what is no major."""
-    try:
-        year, month = str(major).split(".")[:2]
-        return int(year), int(month)
-    except (TypeError, ValueError):
-        return None
-
-
-def serves_openmetrics(major):
-    """Whether this Slurm major's slurmctld serves metrics/openmetrics (25.11 and later)."""
-    parsed = major_tuple(major)
-    return parsed is not None and parsed >= OPENMETRICS_MAJOR
 
 
 def cluster_names(groups, host_vars):

@@ -184,6 +184,20 @@ def rest_versions(major):
     return tuple(entry["rest_versions"]) if entry else ()
 
 
+OPENMETRICS_MAJOR = (25, 11)
+
+
+def serves_openmetrics(major):
+    """Whether this major's slurmctld serves its own metrics (MetricsType=metrics/openmetrics, 25.11 and later).
+
+    False for what is no major (None, "", "x"): the first play may ask before a host's major is known.
+    """
+    try:
+        return _key(".".join(str(major).split(".")[:2])) >= OPENMETRICS_MAJOR
+    except ValueError:
+        return False
+
+
 def rest_openapi_plugins(major, accounting):
     """slurmrestd's ``-s`` (its OpenAPI plugins), or "" for all of them.
 

@@ -224,3 +224,9 @@ def test_slurmrestd_without_accounting_loads_the_slurmctld_plugin_only():
     assert sm.rest_openapi_plugins("26.05", accounting=False) == "openapi/slurmctld"
     assert sm.rest_openapi_plugins("24.11", accounting=True) == ""
     assert sm.rest_openapi_plugins("22.05", accounting=False) == ""  # per-version plugin names there
+
+
+def test_slurmctld_serves_its_own_metrics_from_25_11():
+    from ansible_collections.hybridhpc.slurm.plugins.module_utils import slurm_majors as sm
+
+    assert [sm.serves_openmetrics(m) for m in ("24.11", "25.05", "25.11", "26.05", None, "x")] == [False, False, True, True, False, False]
