@@ -1,7 +1,7 @@
 #!/bin/sh
 # Print the path of a promtool from Debian's prometheus package, extracted (not
 # installed: no daemon starts) into .cache/tools/prometheus-<version>/, a cache
-# keyed by the package's version. The monitoring scenario uses the promtool of
+# keyed by the package's version. The core scenario (its monitoring) uses the promtool of
 # the Prometheus it installs on the lab; this one checks the rules in make test.
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)

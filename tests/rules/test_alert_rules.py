@@ -2,7 +2,7 @@
 
 ``make rules`` runs this with PROMTOOL set to the promtool that ``make promtool``
 extracts from Debian's package into .cache (a cache keyed by the package's
-version). The monitoring scenario runs the same checks with the promtool of
+version). The core scenario (its monitoring) runs the same checks with the promtool of
 the Prometheus it installs.
 """
 

@@ -1,7 +1,7 @@
 """slurm_token_file: a service's token kept in a file, minted by scontrol only when it must be renewed.
 
 scontrol is the boundary: a script that prints what ``scontrol token`` prints
-and counts its calls. The monitoring scenario runs the module against Slurm.
+and counts its calls. The core scenario (its monitoring) runs the module against Slurm.
 """
 
 import getpass

@@ -151,6 +151,44 @@ def test_v0_0_45_pings_and_plain_numbers():
     assert samples[("slurm_node_memory_free_bytes", (("node", "cl-1"),))] == 100 * 1024 * 1024
 
 
+# Slurm 22.05's openapi/v0.0.38: the node state is a lower-case word plus state_flags, numbers are plain,
+# free memory is free_memory, pings say ping: UP; only /slurm/v0.0.38/... is served.
+NODE_0038 = {"name": "c1", "state": "mixed", "state_flags": ["DRAIN"], "reason": "healthcheck: tmp: full", "partitions": ["debug"],
+             "cpus": 4, "alloc_cpus": 2, "idle_cpus": 2, "real_memory": 3000, "alloc_memory": 1000, "free_memory": 1500,
+             "gres": "", "gres_used": "gpu:0"}
+ANSWERS_0038 = {
+    "ping": {"pings": [{"hostname": "ctl1", "ping": "UP", "status": 0, "mode": "primary"}]},
+    "nodes": {"nodes": [NODE_0038, dict(NODE_0038, name="c2", state="down", state_flags=[], free_memory=-2, reason="")]},
+    "jobs": {"jobs": [{"job_id": 7, "job_state": "PENDING", "partition": "debug", "submit_time": NOW - 40}]},
+}
+
+
+def test_v0_0_38_of_slurm_22_05_is_found_and_read():
+    def handle(request):
+        if "/v0.0.38/" not in request.url.path:
+            return httpx.Response(404, json={"errors": [{"description": "no such path"}]})
+        return httpx.Response(200, json=ANSWERS_0038[request.url.path.rsplit("/", 1)[1]])
+
+    client = slurmrestd.SlurmrestdClient(url="http://ctl1:6820", token="t", transport=httpx.MockTransport(handle), retries=0,
+                                         versions=entry.VERSIONS)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector.SlurmCollector(client, True, clock=lambda: NOW))
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(generate_latest(registry).decode()) for s in family.samples}
+    assert client.version == "v0.0.38"
+    assert samples[("hybridhpc_slurm_up", ())] == 1
+    assert samples[("hybridhpc_slurm_controller_up", (("host", "ctl1"), ("index", "0")))] == 1
+    info = (("node", "c1"), ("reason", "healthcheck: tmp: full"), ("state", "MIXED+DRAIN"))
+    assert samples[("hybridhpc_slurm_node_state_info", info)] == 1
+    assert samples[("slurm_nodes_drain", ())] == 1 and samples[("slurm_nodes_draining", ())] == 1
+    assert samples[("slurm_nodes_down", ())] == 1
+    assert samples[("slurm_node_memory_free_bytes", (("node", "c1"),))] == 1500 * 1024 * 1024
+    assert samples[("slurm_node_memory_free_bytes", (("node", "c2"),))] == 0
+    assert samples[("slurm_node_cpus_alloc", (("node", "c1"),))] == 2
+    assert samples[("hybridhpc_slurm_partition_pending_oldest_seconds", (("partition", "debug"),))] == 40
+    assert samples[("slurm_jobs_pending", ())] == 1
+
+
 @pytest.mark.parametrize("gres, count", [("", 0), ("gpu:2", 2), ("gpu:a100:2(S:0-1)", 2), ("gpu:a100:1(IDX:0),gpu:v100:3(IDX:1-3)", 4),
                                          ("shard:8,gpu:1", 1), ("mps:100", 0)])
 def test_gpu_counts_from_gres_strings(gres, count):

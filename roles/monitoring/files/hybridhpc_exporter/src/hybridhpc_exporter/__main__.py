@@ -54,6 +54,10 @@ class QuietHandler(WSGIRequestHandler):
         pass  # one line per scrape would fill the journal
 
 
+# The client's versions, and Slurm 22.05's openapi/v0.0.38 (the model reads its nodes, jobs and pings): newest first.
+VERSIONS = (*slurmrestd.DEFAULT_VERSIONS, "v0.0.38")
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="hybridhpc-slurm-exporter", description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--url", required=True, help="slurmrestd's base URL, e.g. http://ctl1:6820")
@@ -75,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     address, _sep, port = args.listen.rpartition(":")
     client = slurmrestd.SlurmrestdClient(url=args.url, unix_socket=args.unix_socket, user=args.user,
                                          token_provider=lambda: read_token(args.token_file), timeout=args.timeout,
-                                         retries=1)
+                                         retries=1, versions=VERSIONS)
     registry = CollectorRegistry(auto_describe=False)
     federation = (lambda: show_federation(args.scontrol, args.timeout)) if args.federation else None
     registry.register(collector.SlurmCollector(client, args.slurm_names, lambda: token_expiry(args.token_file), federation=federation))

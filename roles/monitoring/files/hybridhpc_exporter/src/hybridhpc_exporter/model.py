@@ -2,8 +2,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """From slurmrestd's answers to metric samples: pure, no I/O.
 
-Input is what slurmrestd (data_parser v0.0.40 to v0.0.45) answers for
-``/nodes``, ``/jobs``, ``/partitions`` and ``/ping``. A node entry is reduced
+Input is what slurmrestd answers for ``/nodes``, ``/jobs`` and ``/ping``:
+data_parser v0.0.40 to v0.0.45 (Slurm 24.11 and later), and openapi/v0.0.38
+(Slurm 22.05), whose node state is one lower-case word plus ``state_flags``,
+whose numbers are plain, and whose pings say ``ping: UP``. A node entry is reduced
 to a :class:`Node` as it is decoded (:func:`node_of`), so a scrape of
 thousands of nodes never holds their ~60 fields each.
 
@@ -95,9 +97,23 @@ def gpu_count(gres: str) -> int:
     return sum(int(count) for count in _GPU.findall(gres or ""))
 
 
+def node_states(entry: dict[str, Any]) -> tuple[str, ...]:
+    """A node's states, upper case: a list from v0.0.40; v0.0.38's base word (``idle``) followed by its ``state_flags``."""
+    state = entry.get("state") or []
+    if isinstance(state, str):
+        state = [state, *(entry.get("state_flags") or [])]
+    return tuple(str(s).upper() for s in state)
+
+
+def free_memory(entry: dict[str, Any]) -> int | None:
+    """Free MiB: ``free_mem`` from v0.0.40, ``free_memory`` in v0.0.38 (negative when slurmd has not reported it)."""
+    value = number(entry["free_mem"] if "free_mem" in entry else entry.get("free_memory"))
+    return value if value is None or value >= 0 else None
+
+
 def node_of(entry: dict[str, Any]) -> Node:
     """The few fields of a slurmrestd node entry the metrics use."""
-    states = tuple(str(s).upper() for s in (entry.get("state") or []))
+    states = node_states(entry)
     cpus = number(entry.get("cpus")) or 0
     specialized = number(entry.get("specialized_memory")) or 0
     memory = number(entry.get("real_memory")) or 0
@@ -111,7 +127,7 @@ def node_of(entry: dict[str, Any]) -> Node:
         cpus_effective=number(entry.get("effective_cpus")) or cpus,
         memory_mib=memory,
         memory_alloc_mib=number(entry.get("alloc_memory")) or 0,
-        memory_free_mib=number(entry.get("free_mem")),
+        memory_free_mib=free_memory(entry),
         memory_effective_mib=max(memory - specialized, 0),
         gpus=gpu_count(str(entry.get("gres") or "")),
         gpus_alloc=gpu_count(str(entry.get("gres_used") or "")),
@@ -135,9 +151,10 @@ def job_of(entry: dict[str, Any]) -> Job:
 
 
 def pinged_up(entry: dict[str, Any]) -> bool:
+    """``responding`` (v0.0.45), ``pinged: UP`` (v0.0.40 to v0.0.44) or ``ping: UP`` (v0.0.38)."""
     if "responding" in entry:
         return bool(entry["responding"])
-    return str(entry.get("pinged", "")).upper() == "UP"
+    return str(entry.get("pinged", entry.get("ping", ""))).upper() == "UP"
 
 
 # -- families ---------------------------------------------------------------------------------------

@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
-"""The monitoring scenario's checks, on the converged lab's real daemons.
+"""The core scenario's monitoring checks, on the converged lab's real daemons.
 
-    python extensions/molecule/monitoring/monitoring.py [--report FILE]
+    python extensions/molecule/core/monitoring.py --controller HOST --compute HOST [--report FILE]
+
+The controller runs slurmctld, slurmrestd and the site's Prometheus and
+Alertmanager; the compute node runs slurmd and the health check. Jobs are
+submitted as --user (the cluster enforces associations).
 
 1. Prometheus scrapes every target the role derived from the inventory, and each is up.
 2. promtool of the installed Prometheus accepts the rules the role wrote and passes the repository's
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -31,8 +36,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / ".collections"))
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import alert_rules  # noqa: E402
 
-PROM, COMPUTE = "mon-ctl1", "mon-c1"
-SCRAPE_S, DAEMON_FOR_S, NODE_FOR_S, SLURMD_TIMEOUT_S = 5, 10, 10, 30
+# Set by main() from the command line and the cluster's own configuration.
+PROM = COMPUTE = USER = ""
+SLURMD_TIMEOUT_S = 0
+# The scenario's group_vars: monitoring_scrape_interval and monitoring_alerts' durations.
+SCRAPE_S, DAEMON_FOR_S, NODE_FOR_S = 5, 10, 10
 
 
 class Failed(Exception):
@@ -192,7 +200,7 @@ def case_health(report):
             raise Failed("drain reason %r does not name the check" % drained[1])
         wait("SlurmNodeDrained in Alertmanager", lambda: [a for a in active_alerts() if a[0] == "SlurmNodeDrained" and a[2] == "active"], 90)
         report["drain_alert_after_s"] = round(time.monotonic() - broken, 1)
-        job = dexec(PROM, "su", "-s", "/bin/sh", "nobody", "-c", "cd /tmp && sbatch --parsable -o /dev/null --wrap 'hostname'").stdout.strip()
+        job = dexec(PROM, "su", "-s", "/bin/sh", USER, "-c", "cd /tmp && sbatch --parsable -o /dev/null --wrap 'hostname'").stdout.strip()
         time.sleep(3)
         state = job_state(job)
         if state[0] != "PENDING":
@@ -209,9 +217,16 @@ def case_health(report):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+    parser.add_argument("--controller", required=True, help="the host of slurmctld, slurmrestd and Prometheus")
+    parser.add_argument("--compute", required=True, help="a compute node with the health check")
+    parser.add_argument("--user", required=True, help="a user with an association, who submits the job")
     parser.add_argument("--report", help="write what was measured here (JSON)")
     args = parser.parse_args()
-    report = {}
+    global PROM, COMPUTE, USER, SLURMD_TIMEOUT_S
+    PROM, COMPUTE, USER = args.controller, args.compute, args.user
+    config = dexec(PROM, "scontrol", "show", "config").stdout
+    SLURMD_TIMEOUT_S = int(re.search(r"^SlurmdTimeout\s*=\s*(\d+)", config, re.M).group(1))
+    report = {"slurmd_timeout_s": SLURMD_TIMEOUT_S}
     major = dexec(PROM, "sh", "-c", "dpkg-query -W -f '${Version}' slurmctld").stdout.strip()
     major = ".".join(major.split(".")[:2])
     cases = [("targets", lambda: case_targets(report)), ("promtool", lambda: case_promtool(report)),
