@@ -38,6 +38,14 @@ def slurm_alert_rules(settings):
         raise AnsibleFilterError("slurm_alert_rules: %s" % exc) from exc
 
 
+def slurm_monitored_units(settings):
+    """node-exporter's systemd unit-include regex: every unit the alert rules for these monitoring_alerts settings read."""
+    problems = alert_rules.settings_problems(settings or {})
+    if problems:
+        raise AnsibleFilterError("slurm_monitored_units: %s" % "; ".join(problems))
+    return alert_rules.monitored_units(settings or {})
+
+
 def slurm_scrape_configs(groups, hostvars, settings):
     """Prometheus's scrape_configs for every cluster of the inventory."""
     settings, plan = _plan(groups, hostvars, settings)
@@ -73,6 +81,7 @@ class FilterModule(object):
     def filters(self):
         return {
             "slurm_alert_rules": slurm_alert_rules,
+            "slurm_monitored_units": slurm_monitored_units,
             "slurm_scrape_configs": slurm_scrape_configs,
             "slurm_monitoring_problems": slurm_monitoring_problems,
             "slurm_serves_openmetrics": slurm_serves_openmetrics,

@@ -36,8 +36,18 @@ DEFAULTS = {
     "pending_for": "10m",
     "copilot_errors_window": "10m",
     "token_expiry_days": 7,
-    "daemons": ["slurmctld", "slurmd", "slurmrestd", "munge", "sackd", "hybridhpc-copilot", "hybridhpc-power"],
+    # Units that stay active: a name without a unit type is a .service. The power
+    # service is a path unit that starts its worker and a timer for its reconcile.
+    "daemons": ["slurmctld", "slurmd", "slurmrestd", "munge", "sackd", "hybridhpc-copilot", "hybridhpc-power.path",
+                "hybridhpc-power-reconcile.timer"],
+    # Units that run and exit (the power service's worker and reconcile): inactive
+    # between runs, so only systemd's "failed" is an alert.
+    "oneshot_units": ["hybridhpc-power-worker", "hybridhpc-power-reconcile"],
 }
+UNIT_TYPES = (".service", ".path", ".timer", ".socket", ".mount")
+# node-exporter's systemd collector reports these besides the alert settings' units:
+# slurmdbd and MariaDB (SlurmdbdDown), the slurm exporter itself.
+ALWAYS_MONITORED = ("slurmdbd.service", "mariadb.service", "hybridhpc-slurm-exporter.service")
 
 DURATION = re.compile(r"^(?:\d+(?:ms|[smhdwy]))+$")
 
@@ -55,6 +65,8 @@ ALERTS = {
                      "`systemctl status slurmdbd`, its log, and MariaDB on that host."),
     "SlurmDaemonInactive": ("A Slurm daemon (or munge, sackd, the copilot, the power service) is not active on a host.",
                             "`systemctl status <unit>` and `journalctl -u <unit>` on that host."),
+    "SlurmUnitFailed": ("A run of a unit that runs and exits (the power service's worker or its reconcile) failed.",
+                        "`journalctl -u <unit>` on that host: the run's error; `systemctl reset-failed <unit>` once fixed."),
     "SlurmNodeDown": ("A node is DOWN or not responding (not a powered-down elastic node).",
                       "The reason in the alert; `scontrol show node`, slurmd on the node, the network to it."),
     "SlurmNodeDrained": ("A node is drained or draining; the alert carries the reason.",
@@ -82,9 +94,9 @@ def settings_problems(settings, var="monitoring_alerts"):
     for key, value in settings.items():
         if key not in DEFAULTS:
             problems.append("%s.%s: unknown setting; known: %s" % (var, key, ", ".join(sorted(DEFAULTS))))
-        elif key == "daemons":
+        elif key in ("daemons", "oneshot_units"):
             if not isinstance(value, list) or not all(isinstance(d, str) and re.match(r"^[A-Za-z0-9_.@-]+$", d) for d in value):
-                problems.append("%s.daemons: a list of systemd unit names without .service" % var)
+                problems.append("%s.%s: a list of systemd unit names (a name without a unit type is a .service)" % (var, key))
         elif key.endswith(("_for", "_window")):
             if not isinstance(value, str) or not DURATION.match(value):
                 problems.append("%s.%s: %r is no Prometheus duration (e.g. 90s, 5m, 1h30m)" % (var, key, value))
@@ -97,6 +109,29 @@ def _merged(settings):
     merged = dict(DEFAULTS)
     merged.update(settings or {})
     return merged
+
+
+def unit_name(name):
+    """``slurmd`` -> ``slurmd.service``; a name with its unit type stays as it is (``hybridhpc-power.path``)."""
+    return name if name.endswith(UNIT_TYPES) else name + ".service"
+
+
+def _unit_regex(names):
+    # PromQL strings know few escapes (no "\\-"): only the dots of the validated unit names need one.
+    return "(%s)" % "|".join(unit_name(n).replace(".", "\\\\.") for n in names)
+
+
+def monitored_units(settings=None):
+    """node-exporter's ``--collector.systemd.unit-include`` for these alert settings: every unit an alert reads.
+
+    One list for the rules and the collector, so a unit an alert names is always reported.
+    """
+    s = _merged(settings)
+    names = []
+    for name in [unit_name(n) for n in s["daemons"] + s["oneshot_units"]] + list(ALWAYS_MONITORED):
+        if name not in names:
+            names.append(name)
+    return "(%s)" % "|".join(n.replace(".", "\\.") for n in names)
 
 
 def _rule(name, expr, duration, severity, summary, description):
@@ -114,8 +149,6 @@ def alert_rules(settings=None):
     if problems:
         raise ValueError("; ".join(problems))
     s = _merged(settings)
-    # PromQL strings know few escapes (no "\\-"): only the dots of the validated unit names need one.
-    daemons = "|".join(d.replace(".", "\\\\.") for d in s["daemons"])
     # Elastic nodes that are powered down, powering up or down are not "down" (POWER covers the four power flags).
     not_power = 'state!~".*POWER.*"'
     slurm = [
@@ -139,9 +172,13 @@ def alert_rules(settings=None):
               "critical", "slurmdbd is not active on {{ $labels.instance }}",
               "slurmdbd on {{ $labels.instance }} (cluster {{ $labels.cluster }}) is not active."),
         _rule("SlurmDaemonInactive",
-              'node_systemd_unit_state{name=~"(%s)\\\\.service", state="active"} == 0' % daemons, s["daemon_inactive_for"],
+              'node_systemd_unit_state{name=~"%s", state="active"} == 0' % _unit_regex(s["daemons"]), s["daemon_inactive_for"],
               "critical", "{{ $labels.name }} is not active on {{ $labels.instance }}",
               "{{ $labels.name }} on {{ $labels.instance }} (cluster {{ $labels.cluster }}) is not active."),
+        _rule("SlurmUnitFailed",
+              'node_systemd_unit_state{name=~"%s", state="failed"} == 1' % _unit_regex(s["oneshot_units"]), None,
+              "warning", "{{ $labels.name }} failed on {{ $labels.instance }}",
+              "The last run of {{ $labels.name }} on {{ $labels.instance }} (cluster {{ $labels.cluster }}) failed."),
         _rule("SlurmNodeDown",
               'hybridhpc_slurm_node_state_info{state=~"DOWN.*|.*NOT_RESPONDING.*", %s} == 1' % not_power,
               s["node_down_for"], "critical", "Node {{ $labels.node }} of cluster {{ $labels.cluster }} is down",
