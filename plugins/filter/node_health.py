@@ -1,7 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: hybridhpc.slurm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""node_health_checks judged by hybridhpc-health's own rules (roles/node_health/files/hybridhpc_health/.../config.py).
+"""A node's health checks: node_health_checks judged by hybridhpc-health's own rules
+(roles/node_health/files/hybridhpc_health/.../config.py), and the checks its slurm.conf
+line and gres.conf imply (module_utils/health_derived.py).
 
 The program's config module is standard library only and has no import of
 its package, so it is loaded from the role's files by path: the first play
@@ -17,6 +19,10 @@ import os
 import sys
 
 from ansible.errors import AnsibleFilterError
+
+from ansible_collections.hybridhpc.slurm.plugins.plugin_utils.lazy_module import LazyModule
+
+health_derived = LazyModule("health_derived")
 
 _CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "roles", "node_health", "files", "hybridhpc_health",
                        "src", "hybridhpc_health", "config.py")
@@ -44,6 +50,11 @@ def slurm_health_check_problems(checks, node="node"):
             for p in _config().validate({"node": node, "checks": checks})]
 
 
+def slurm_node_health_checks(checks, node, nodes, gres, derive=True, gpu_command=None):
+    """This node's checks: the inventory's, then those its slurm.conf line and gres.conf imply (when derive)."""
+    return health_derived.node_checks(checks, node, nodes, gres, derive=derive, gpu_command=gpu_command)
+
+
 class FilterModule(object):
     def filters(self):
-        return {"slurm_health_check_problems": slurm_health_check_problems}
+        return {"slurm_health_check_problems": slurm_health_check_problems, "slurm_node_health_checks": slurm_node_health_checks}

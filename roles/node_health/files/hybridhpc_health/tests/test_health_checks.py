@@ -172,6 +172,15 @@ def test_slurmd_view_more_memory_than_declared_passes(tmp_path):
     assert "RealMemory=128000" in checks.slurmd_view(make_check("slurmd_view", expect=EXPECT, slurmd=str(slurmd)))
 
 
+def test_slurmd_view_at_least_passes_more_and_fails_less(tmp_path):
+    # As slurmctld judges a registering node: more than slurm.conf declares is fine, less is not.
+    bigger = printing(tmp_path, "slurmd", "NodeName=c1 CPUs=8 Boards=1 SocketsPerBoard=2 CoresPerSocket=2 ThreadsPerCore=2 RealMemory=8000\n")
+    assert "CPUs=8" in checks.slurmd_view(make_check("slurmd_view", expect=EXPECT, slurmd=str(bigger), compare="at_least"))
+    smaller = printing(tmp_path, "slurmd", "NodeName=c1 CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=8000\n")
+    with pytest.raises(CheckFailed, match="slurmd sees CPUs=2 < 4, ThreadsPerCore=1 < 2"):
+        checks.slurmd_view(make_check("slurmd_view", expect=EXPECT, slurmd=str(smaller), compare="at_least"))
+
+
 def test_slurmd_view_fails_when_slurmd_fails(tmp_path):
     slurmd = printing(tmp_path, "slurmd", "", 1, "slurmd: error: Couldn't load specified plugin name\n")
     with pytest.raises(CheckFailed, match="exit 1: slurmd: error: Couldn't load"):

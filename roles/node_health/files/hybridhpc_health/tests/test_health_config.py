@@ -65,6 +65,7 @@ def bad(change):
     (lambda d: d["checks"][3].update(devices=[], command=None) or d["checks"][3].pop("command"), "checks[3] (gpu): devices: a gpu check needs"),
     (lambda d: d["checks"][4]["expect"].update(Cores=2), "checks[4] (slurmd): expect.Cores: unknown field"),
     (lambda d: d["checks"][4]["expect"].update(CPUs="4"), "checks[4] (slurmd): expect.CPUs: must be a positive integer"),
+    (lambda d: d["checks"][4].update(compare="greater"), "checks[4] (slurmd): compare: equal or at_least, not 'greater'"),
     (lambda d: d["checks"][5].update(command="/usr/local/sbin/check-ib"), "checks[5] (custom): command: must be a non-empty list"),
     (lambda d: d["checks"][5].update(comand=["x"]), "checks[5] (custom): comand: unknown key for a command check"),
     (lambda d: d["checks"][0].update(name="my check"), "checks[0] (my check): name: must be"),

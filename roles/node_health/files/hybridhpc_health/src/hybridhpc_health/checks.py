@@ -150,14 +150,15 @@ def slurmd_view(check) -> str:
     if proc.returncode != 0:
         raise CheckFailed(_exit_detail(argv, proc))
     seen = parse_slurmd_c(proc.stdout)
+    at_least = check.get("compare", "equal") == "at_least"
     wrong = []
     for key, want in check.get("expect").items():
         got = seen.get(key)
         if got is None:
             wrong.append("no %s" % key)
-        elif key == "RealMemory" and got < want:
-            wrong.append("RealMemory=%d < %d" % (got, want))
-        elif key != "RealMemory" and got != want:
+        elif (key == "RealMemory" or at_least) and got < want:
+            wrong.append("%s=%d < %d" % (key, got, want))
+        elif key != "RealMemory" and not at_least and got != want:
             wrong.append("%s=%d != %d" % (key, got, want))
     if wrong:
         raise CheckFailed("slurmd sees " + ", ".join(wrong))

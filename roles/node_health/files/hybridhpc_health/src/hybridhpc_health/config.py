@@ -27,7 +27,8 @@ DEFAULT_MOUNTINFO = "/proc/self/mountinfo"
 DEFAULT_PREFIX = "healthcheck"
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
-# `slurmd -C` fields a slurmd_view check may compare (RealMemory: at least; the others: equal).
+# `slurmd -C` fields a slurmd_view check may compare (RealMemory: at least; the others: equal, or
+# at least with compare: at_least, as slurmctld judges a registering node against its slurm.conf line).
 SLURMD_FIELDS = ("CPUs", "Boards", "Sockets", "CoresPerSocket", "ThreadsPerCore", "RealMemory")
 
 TOP_KEYS = {"node", "reason_prefix", "scontrol", "scontrol_timeout", "checks"}
@@ -38,7 +39,7 @@ TYPES = {
     "free_space": ({"path", "min_free_mb"}, set()),
     "memory": ({"min_available_mb"}, {"meminfo"}),
     "gpu": (set(), {"devices", "command", "expect_count"}),
-    "slurmd_view": ({"expect"}, {"slurmd"}),
+    "slurmd_view": ({"expect"}, {"slurmd", "compare"}),
     "command": ({"command"}, set()),
 }
 
@@ -118,6 +119,8 @@ def _check_problems(where: str, check: dict) -> list[str]:
                 problems.append("%s: expect_count: must be a positive integer, not %r" % (where, check["expect_count"]))
             elif "command" not in check:
                 problems.append("%s: expect_count: needs a command whose output has one 'GPU ' line per GPU" % where)
+    if kind == "slurmd_view" and check.get("compare", "equal") not in ("equal", "at_least"):
+        problems.append("%s: compare: equal or at_least, not %r" % (where, check["compare"]))
     if kind == "slurmd_view" and "expect" in check:
         expect = check["expect"]
         if not (isinstance(expect, dict) and expect):
