@@ -41,8 +41,8 @@ def test_the_inventorys_check_of_a_type_wins_and_derive_false_adds_nothing():
     own = [{"name": "hw", "type": "slurmd_view", "expect": {"CPUs": 2}}]
     assert health_derived.node_checks(own, "c1", NODES, GRES) == own
     assert health_derived.node_checks([], "c1", NODES, GRES, derive=False) == []
-    assert [c["name"] for c in health_derived.node_checks([{"name": "tmp", "type": "free_space", "path": "/tmp", "min_free_mb": 1}],
-                                                         "g1", NODES, GRES)] == ["tmp", "slurmd_view", "gpu"]
+    tmp = [{"name": "tmp", "type": "free_space", "path": "/tmp", "min_free_mb": 1}]
+    assert [c["name"] for c in health_derived.node_checks(tmp, "g1", NODES, GRES)] == ["tmp", "slurmd_view", "gpu"]
 
 
 def test_a_node_without_a_line_gets_nothing():
