@@ -27,12 +27,13 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import hostlist
+from ansible_collections.hybridhpc.slurm.plugins.module_utils.cluster_plan import record_node_names
+from ansible_collections.hybridhpc.slurm.plugins.module_utils.hostlist import HostlistError, expand
+from ansible_collections.hybridhpc.slurm.plugins.module_utils.site_inputs import gres_files_of_node
 
 HARDWARE_KEYS = ("CPUs", "RealMemory")
 NVIDIA_SMI = ["/usr/bin/nvidia-smi", "-L"]
 _GPU = re.compile(r"(?:^|,)gpu(?::[^:,(]+)?:(\d+)")
-_RANGE = re.compile(r"^(.*)\[([0-9,-]+)\](.*)$")
 
 
 def gpu_count(gres):
@@ -40,40 +41,22 @@ def gpu_count(gres):
     return sum(int(n) for n in _GPU.findall(str(gres or "")))
 
 
-def expand_files(pattern):
-    """gres.conf's File with a bracket range (``/dev/nvidia[0-3]``, ``/dev/nvidia[0,2]``) as its paths."""
-    match = _RANGE.match(str(pattern))
-    if not match:
-        return [str(pattern)]
-    head, ranges, tail = match.groups()
-    paths = []
-    for part in ranges.split(","):
-        low, _sep, high = part.partition("-")
-        width = len(low) if low.startswith("0") and len(low) > 1 else 0
-        for number in range(int(low), int(high or low) + 1):
-            paths.append("%s%0*d%s" % (head, width, number, tail))
-    return paths
-
-
-def _names(nodename):
+def _expand(hostlist):
     try:
-        return hostlist.expand(str(nodename))
-    except Exception:  # a hostlist the first play refused already: it names no node here
+        return expand(hostlist)
+    except HostlistError:  # a hostlist the first play refused already: it names no node here
         return []
 
 
 def node_record(nodes, node):
     """The slurm.conf node line (a mapping) whose NodeName covers ``node``, or None."""
-    for record in nodes or []:
-        if node in _names(record.get("NodeName", "")):
-            return record
-    return None
+    return next((r for r in nodes or [] if node in record_node_names([r], _expand)), None)
 
 
-def _gres_for(gres, node):
-    """gres.conf records of GPUs that apply to ``node`` (no NodeName: every node)."""
-    return [g for g in gres or [] if str(g.get("Name", "")).lower() == "gpu"
-            and ("NodeName" not in g or node in _names(g["NodeName"]))]
+def _gpu_records_of(gres, node):
+    """gres.conf's GPU records that apply to ``node`` (no NodeName: every node)."""
+    gpus = [g for g in gres or [] if isinstance(g, dict) and str(next((v for k, v in g.items() if k.lower() == "name"), "")).lower() == "gpu"]
+    return [g for g in gpus if not any(k.lower() == "nodename" for k in g) or node in record_node_names([g], _expand)]
 
 
 def _positive_int(value):
@@ -99,8 +82,8 @@ def derived_checks(node, nodes, gres, gpu_command=None):
         checks.append({"name": "slurmd_view", "type": "slurmd_view", "expect": expect, "compare": "at_least"})
     count = gpu_count(record.get("Gres"))
     if count:
-        records = _gres_for(gres, node)
-        devices = [path for g in records if g.get("File") for path in expand_files(g["File"])]
+        records = _gpu_records_of(gres, node)
+        devices = gres_files_of_node(records, node)
         command = list(gpu_command or [])
         if not command and any(str(g.get("AutoDetect", "")).lower() == "nvml" for g in records):
             command = list(NVIDIA_SMI)

@@ -56,7 +56,9 @@ def test_a_node_without_a_line_gets_nothing():
     ("/dev/dri/renderD[128-129]", ["/dev/dri/renderD128", "/dev/dri/renderD129"]),
 ])
 def test_gres_files_expand_their_ranges(pattern, paths):
-    assert health_derived.expand_files(pattern) == paths
+    gres = [{"Name": "gpu", "File": pattern, "NodeName": "g1"}]
+    checks = {c["name"]: c for c in health_derived.derived_checks("g1", NODES, gres)}
+    assert checks["gpu"]["devices"] == paths
 
 
 def test_the_derived_checks_are_valid_for_the_program():
