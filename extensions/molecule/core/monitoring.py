@@ -13,7 +13,9 @@ submitted as --user (the cluster enforces associations).
 3. The slurm exporter answers with Slurm up and the compute node's state; on Slurm 25.11 and later,
    slurmctld's own /metrics/nodes answers too and Prometheus scrapes it.
 4. slurmd stopped on the compute node: SlurmDaemonInactive, then SlurmNodeDown, reach Alertmanager
-   (seconds measured from the stop); slurmd started again: both leave it.
+   (seconds measured from the stop) and its receiver (the inventory's webhook, served here on the
+   controller) gets SlurmNodeDown firing; slurmd started again: both leave Alertmanager and the
+   receiver gets SlurmNodeDown resolved.
 5. A health check of the compute node fails (a marker file): the node is drained with a reason naming
    the check, SlurmNodeDrained fires, a job waits; the marker removed, the check resumes the node and
    the job completes.
@@ -140,6 +142,45 @@ def case_exporter(report, major):
     return "Slurm %s, %s" % (major, "slurmctld serves its own metrics" if own else "the exporter serves Slurm's names")
 
 
+# The receiver of the scenario's Alertmanager route (group_vars: a webhook on
+# 127.0.0.1:9099): each POST body appended, one JSON document per line.
+WEBHOOK_LOG = "/tmp/hybridhpc-webhook.jsonl"
+WEBHOOK_SERVER = '''
+import http.server
+class Hook(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        with open("%s", "ab") as log:
+            log.write(body.replace(b"\\n", b" ") + b"\\n")
+        self.send_response(200)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", 9099), Hook).serve_forever()
+''' % WEBHOOK_LOG
+
+
+def start_webhook():
+    dexec(PROM, "rm", "-f", WEBHOOK_LOG)
+    run(["docker", "exec", "-d", PROM, "python3", "-c", WEBHOOK_SERVER])
+
+
+def stop_webhook():
+    dexec(PROM, "pkill", "-f", "open..%s" % WEBHOOK_LOG, check=False)
+
+
+def webhook_notifications(alertname, status):
+    """The receiver's notifications of that status that carry the alert."""
+    lines = dexec(PROM, "sh", "-c", "cat %s 2>/dev/null || true" % WEBHOOK_LOG).stdout.splitlines()
+    found = []
+    for line in lines:
+        note = json.loads(line)
+        if note.get("status") == status and any(a["labels"].get("alertname") == alertname and a["status"] == status
+                                                 for a in note.get("alerts", [])):
+            found.append(note)
+    return found
+
+
 def active_alerts():
     return [(a["labels"]["alertname"], a["labels"].get("node") or a["labels"].get("instance"), a["status"]["state"])
             for a in http_json(PROM, "http://127.0.0.1:9093/api/v2/alerts")]
@@ -160,17 +201,24 @@ def case_node_down(report):
             return {"SlurmDaemonInactive", "SlurmNodeDown"} <= set(seen)
         # SlurmNodeDown needs slurmctld to notice first: SlurmdTimeout, then its next ping of the node.
         wait("SlurmDaemonInactive and SlurmNodeDown in Alertmanager", both, SLURMD_TIMEOUT_S * 2 + NODE_FOR_S + 4 * SCRAPE_S + 60)
+        # The route's group_wait is 1 s: the receiver has it a few seconds after Alertmanager.
+        wait("SlurmNodeDown firing at the receiver", lambda: webhook_notifications("SlurmNodeDown", "firing"), 30)
+        seen["receiver_firing"] = round(time.monotonic() - stopped, 1)
     finally:
         dexec(COMPUTE, "systemctl", "start", "slurmd")
     started = time.monotonic()
     wait("the alerts resolved", lambda: not [a for a in active_alerts() if a[0] in ("SlurmDaemonInactive", "SlurmNodeDown")],
          180, every=2)
-    report["alert_latency_s"] = seen
     report["resolved_after_s"] = round(time.monotonic() - started, 1)
+    # A resolved notification leaves at the group's next group_interval (5 s).
+    wait("SlurmNodeDown resolved at the receiver", lambda: webhook_notifications("SlurmNodeDown", "resolved"), 30)
+    report["receiver_resolved_after_s"] = round(time.monotonic() - started, 1)
+    report["alert_latency_s"] = seen
     limit = DAEMON_FOR_S + 2 * SCRAPE_S + 5
     if seen["SlurmDaemonInactive"] > limit:
         raise Failed("SlurmDaemonInactive took %.1f s, more than its for plus a scrape (%d s)" % (seen["SlurmDaemonInactive"], limit))
-    return "alerts after the stop: %s s; resolved %.1f s after the start" % (seen, report["resolved_after_s"])
+    return "alerts after the stop: %s s; resolved %.1f s after the start (at the receiver %.1f s)" % (
+        seen, report["resolved_after_s"], report["receiver_resolved_after_s"])
 
 
 def node_record(node):
@@ -233,6 +281,7 @@ def main() -> int:
              ("exporter", lambda: case_exporter(report, major)), ("node down", lambda: case_node_down(report)),
              ("health", lambda: case_health(report))]
     failed = 0
+    start_webhook()
     for name, case in cases:
         started = time.monotonic()
         try:
@@ -241,6 +290,7 @@ def main() -> int:
         except Failed as err:
             failed += 1
             print("%-10s FAIL %5.1fs  %s" % (name, time.monotonic() - started, err), flush=True)
+    stop_webhook()
     if args.report:
         pathlib.Path(args.report).write_text(json.dumps(report, indent=2))
     return 1 if failed else 0
