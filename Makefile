@@ -23,7 +23,7 @@ LAB_CTL := onprem-ctl1
 LAB_SUITE ?= trixie
 LAB_IMAGE_FILE := $(if $(filter trixie,$(LAB_SUITE)),.lab-image,.lab-image-$(LAB_SUITE))
 
-.PHONY: test-main test-matrix property rules bench-exporter matrix matrix-2.18 matrix-2.18-checks matrix-2.18-converge matrix-2.19 lab lab-down lab-status test lint typecheck sanity unit integration molecule molecule-majors bench bench-power bench-converge build ee-context ee matrix-ee deps docker image clean
+.PHONY: test-main test-matrix matrix-converge property rules bench-exporter matrix matrix-2.18 matrix-2.18-checks matrix-2.18-converge matrix-2.19 lab lab-down lab-status test lint typecheck sanity unit integration molecule molecule-majors bench bench-power bench-converge build ee-context ee matrix-ee deps docker image clean
 
 $(VENV)/.stamp: requirements-dev.txt
 	@echo "make: python venv with pinned tools"
@@ -91,21 +91,25 @@ test: docker deps image
 BACKGROUND_SCENARIOS := single_node upgrade
 MAIN_SCENARIOS = $(filter-out $(BACKGROUND_SCENARIOS),$(MOLECULE_SCENARIOS))
 test-main: lint typecheck sanity unit rules integration
-	@$(MAKE) --no-print-directory molecule MOLECULE_SCENARIOS="$(MAIN_SCENARIOS)"
+	@date +'make: %T test-main: molecule $(MAIN_SCENARIOS)'; $(MAKE) --no-print-directory molecule MOLECULE_SCENARIOS="$(MAIN_SCENARIOS)"
+	@date +'make: %T test-main: done'
 
 # The lab-free steps first, the converge legs last: they wait while a
 # scenario of the foreground holds the federated lab. 2.19's converge of the
 # lab is every trixie scenario's (make matrix-2.19 converges it from the
 # tarball too): left out here, for CI's time.
+# Each step's start time is printed (date +%T), to see where CI's minutes go.
 test-matrix: deps build image
-	@$(MAKE) --no-print-directory matrix-2.18-checks
-	@$(MAKE) --no-print-directory matrix-ee EE_STEPS=unit,sanity,smoke
-	@$(MAKE) --no-print-directory molecule-majors
-	@$(MAKE) --no-print-directory molecule MOLECULE_SCENARIOS="$(filter $(BACKGROUND_SCENARIOS),$(MOLECULE_SCENARIOS))"
-	@$(MAKE) --no-print-directory matrix-2.18-converge
-	@$(MAKE) --no-print-directory matrix-ee EE_STEPS=converge
+	@date +'make: %T test-matrix: matrix-2.18-checks'; $(MAKE) --no-print-directory matrix-2.18-checks
+	@date +'make: %T test-matrix: matrix-ee unit,sanity,smoke'; $(MAKE) --no-print-directory matrix-ee EE_STEPS=unit,sanity,smoke
+	@date +'make: %T test-matrix: molecule-majors'; $(MAKE) --no-print-directory molecule-majors
+	@date +'make: %T test-matrix: $(filter $(BACKGROUND_SCENARIOS),$(MOLECULE_SCENARIOS))'; \
+	 $(MAKE) --no-print-directory molecule MOLECULE_SCENARIOS="$(filter $(BACKGROUND_SCENARIOS),$(MOLECULE_SCENARIOS))"
+	@date +'make: %T test-matrix: matrix-converge'; $(MAKE) --no-print-directory matrix-converge
+	@date +'make: %T test-matrix: done'
 
 lint: deps docs-deps
+	@date +'make: %T lint'
 	@echo "make: ansible-lint (production profile), yamllint, ruff, antsibull-changelog lint"
 	@$(BIN)/ansible-lint --profile production --offline
 	@$(DOCS_RUN) antsibull-docs lint-collection-docs --plugin-docs .
@@ -122,6 +126,7 @@ typecheck: deps
 	@cd roles/copilot/files/copilot && $(MYPY) --config-file pyproject.toml
 
 sanity: deps
+	@date +'make: %T sanity'
 	@echo "make: ansible-test sanity"
 	@tests/sanity.sh
 
@@ -132,6 +137,7 @@ sanity: deps
 # copilot's passes).
 PROPERTY_EXAMPLES_TEST ?= 2500
 unit: deps
+	@date +'make: %T unit'
 	@echo "make: pytest unit tests (plugins, roles' templates, the copilot with $(PROPERTY_EXAMPLES_TEST) random interleavings, the Kubernetes API double, hybridhpc-power)"
 	@HYBRIDHPC_PROPERTY_EXAMPLES=$(PROPERTY_EXAMPLES_TEST) $(BIN)/pytest -q --basetemp=$(ROOT)/.cache/pytest-unit tests/unit roles/copilot/files/copilot/tests tests/k8s_double \
 	  roles/power_save/files/hybridhpc_power/tests roles/monitoring/files/hybridhpc_exporter/tests roles/node_health/files/hybridhpc_health/tests
@@ -147,6 +153,7 @@ rules: deps
 	@PROMTOOL=$$(tests/rules/promtool.sh) $(BIN)/pytest -q -p no:cacheprovider tests/rules
 
 integration: deps image
+	@date +'make: %T integration'
 	@echo "make: pytest integration tests (bad inventories, AWX through ansible-runner on its own lab)"
 	@$(BIN)/pytest -q --basetemp=$(ROOT)/.cache/pytest-integration tests/integration
 
@@ -170,7 +177,7 @@ molecule: deps image
 	 case " $(MOLECULE_SCENARIOS) " in *" lifecycle "*"faults "*) handoff=$(HANDOFF) ;; esac; \
 	 for s in $(MOLECULE_SCENARIOS); do \
 	  case $$s in federation|upgrade) lock=lab ;; faults) lock=lifecycle ;; *) lock=$$s ;; esac; \
-	  echo "make: molecule test -s $$s ($(LAB_SUITE))"; \
+	  echo "make: $$(date +%T) molecule test -s $$s ($(LAB_SUITE))"; \
 	  start=$$(date +%s); \
 	  (cd extensions && HYBRIDHPC_LAB_HANDOFF=$$handoff HYBRIDHPC_LAB_IMAGE=$$(cat ../$(LAB_IMAGE_FILE)) flock $(LOCKS)/$$lock.lock $(BIN)/molecule test -s $$s) || exit 1; \
 	  echo "make: molecule scenario $$s passed in $$(( $$(date +%s) - start ))s"; \
@@ -248,6 +255,22 @@ matrix-2.18-checks: deps $(VENV_218)/.stamp
 matrix-2.18-converge: deps build image $(VENV_218)/.stamp
 	@echo "make: ansible-core $(CORE_218): lab converge"
 	@LEG_GALAXY=$(VENV_218)/bin/ansible-galaxy lab/converge-leg.sh $(CORE_218) $(VENV_218)/bin/ansible-playbook
+
+# make test's converge legs on one federated lab, for CI's time (make
+# matrix-2.18-converge and make matrix-ee converge each legs on a fresh lab):
+# ansible-core 2.21 (the execution environment) converges it cold, again with
+# changed=0, and runs a job on each cluster; then 2.20's and 2.18's site.yml
+# must each find every host converged (changed=0). 2.19 converges cold in every
+# trixie scenario; 2.18's and 2.20's cold runs are make matrix's. The lab's lock
+# is held across the three, so no scenario takes the lab's names in between.
+matrix-converge: deps build image ee $(VENV_218)/.stamp $(COLL_LINK)
+	@mkdir -p $(LOCKS); exec 9>$(LOCKS)/lab.lock; flock 9; export LEG_LOCKED=1; rc=0; \
+	 LEG_KEEP=1 lab/ee/matrix.sh 2.21 converge || rc=1; \
+	 [ $$rc -ne 0 ] || LEG_KEEP=1 LEG_LAB=reuse lab/ee/matrix.sh 2.20 converge || rc=1; \
+	 [ $$rc -ne 0 ] || { echo "make: ansible-core $(CORE_218): site.yml on the converged lab"; \
+	   LEG_LAB=reuse LEG_GALAXY=$(VENV_218)/bin/ansible-galaxy lab/converge-leg.sh $(CORE_218) $(VENV_218)/bin/ansible-playbook; } || rc=1; \
+	 $(PY) lab/labctl.py down --inventory inventories/lab/hosts.yml >/dev/null 2>&1 || true; \
+	 exit $$rc
 
 # 2.19's sanity and unit tests are make sanity and make unit.
 matrix-2.19: deps build image
