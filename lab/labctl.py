@@ -112,6 +112,19 @@ def container_state(name: str) -> str | None:
     return res.stdout.strip() if res.returncode == 0 else None
 
 
+# The lab's directory: the users a site's directory service (SSSD, LDAP)
+# would give every host, each with one uid and gid everywhere. The inventories'
+# slurm_users name them, and the first play refuses a user that does not
+# resolve where its jobs run.
+LAB_USERS = (("alice", 20001), ("bob", 20002), ("carol", 20003))
+
+
+def add_lab_users(host: str) -> None:
+    script = "; ".join(f"getent passwd {name} >/dev/null || useradd -m -u {uid} -U -s /bin/bash {name}"
+                       for name, uid in LAB_USERS)
+    docker("exec", host, "sh", "-c", script)
+
+
 def up(inventory: str, image: str) -> None:
     hosts = load_hosts(inventory)
     cgroup_v1 = image_supports_cgroup_v1(image)
@@ -156,6 +169,9 @@ def up(inventory: str, image: str) -> None:
         for net in nets[1:]:
             docker("network", "connect", "--alias", host, net, host)
     wait_running(hosts)
+    for host, hvars in hosts.items():
+        if hvars.get("lab_profile") != "router":
+            add_lab_users(host)
     route_through_routers(hosts)
     ssh_setup(hosts)
 

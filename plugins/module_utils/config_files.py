@@ -22,11 +22,17 @@ import tempfile
 
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import slurm_conf
 
+# Files the daemons read only when they start (their man pages: "Changes to
+# the configuration file take effect upon restart of Slurm daemons").
+RESTART_FILES = frozenset(("job_container.conf", "namespace.yaml"))
 MARKER_PREFIX = "hybridhpc-pending-"
 MARKERS = ("restart", "reconfigure")
 # Under markers_dir: each file as the cluster last accepted it (no change pending
 # when it was replaced), put back when Slurm rejects its successor.
 ACCEPTED_DIR = "hybridhpc-accepted"
+# In the first line of the files the collection writes from data (module_utils/site_files.py):
+# slurm_config_files removes a retired file only when it has it.
+MANAGED_HEADER = b"Managed by Ansible (hybridhpc.slurm)"
 
 
 def read_bytes(path):
@@ -88,7 +94,7 @@ def decide(changed_files, slurm_conf_path, old_conf, new_conf, pending):
         slurm_conf_path
         and slurm_conf_path in changed_files
         and slurm_conf.needs_restart(old_conf or "", new_conf or "")
-    )
+    ) or any(os.path.basename(path) in RESTART_FILES for path in changed_files)
     add = (["restart"] if restart_now else []) + (["reconfigure"] if changed_now else [])
     restart_required = restart_now or "restart" in pending
     config_changed = changed_now or bool(set(pending) & set(MARKERS))

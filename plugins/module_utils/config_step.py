@@ -161,11 +161,25 @@ def converge(module, params):
         if os.path.exists(spec["path"]):
             changed = _attributes(module, spec["path"], spec, changed) or changed
     removed = [path for path in params["absent"] if os.path.lexists(path)]
-    for path in removed:
+    # Files the configuration no longer has (a script dropped from an
+    # exclusive directory, a file in `retired`): gone from the configuration
+    # the daemons run, so their removal is a change they must apply.
+    wanted = {spec["dest"] for spec in params["files"]}
+    dropped = [path for path in params.get("retired") or [] if path not in wanted and _written_here(path)]
+    for spec in params["directories"]:
+        if spec.get("exclusive") and os.path.isdir(spec["path"]):
+            dropped += sorted(os.path.join(spec["path"], name) for name in os.listdir(spec["path"])
+                              if os.path.join(spec["path"], name) not in wanted
+                              and not os.path.isdir(os.path.join(spec["path"], name)))
+    for path in removed + dropped:
         if module._diff:
             diffs.append(dict(before_header=path, after_header=path, before="(present)\n", after="(absent)\n"))
         if not module.check_mode:
+            if markers_dir and path in dropped and config_files.keeps_accepted_copy(config_files.read_bytes(path), pending):
+                _keep_accepted(module, markers_dir, path, config_files.read_bytes(path))
             os.unlink(path)
+    changed_files += dropped
+    removed += dropped
     changed = changed or bool(changed_files) or bool(removed)
 
     restart_required = config_changed = False
@@ -216,6 +230,12 @@ def _validate(module, dest, data, command):
                          refused=dest, validate_rc=rc)
 
 
+def _written_here(path):
+    """Whether the file at path carries the collection's header (a file the site manages otherwise stays)."""
+    data = config_files.read_bytes(path)
+    return data is not None and config_files.MANAGED_HEADER in data.split(b"\n", 1)[0]
+
+
 def _keep_accepted(module, markers_dir, dest, current):
     """Keep the file the cluster accepted (root-only) before its successor replaces it."""
     path = config_files.accepted_path(markers_dir, dest)
@@ -223,6 +243,10 @@ def _keep_accepted(module, markers_dir, dest, current):
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o700)
     config_files.write_atomically(module, path, current, ".accepted.")
+    # With the file's own mode (the directory is root-only): a rollback that
+    # brings back a file gone since (a dropped Prolog) brings it back runnable.
+    if os.path.exists(dest):
+        os.chmod(path, os.stat(dest).st_mode & 0o777)
 
 
 def _units(params):

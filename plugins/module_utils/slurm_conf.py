@@ -51,6 +51,11 @@ RESTART_KEYS = frozenset(
         "CredType",
         "SlurmctldHost",
         "PluginDir",
+        # Plugins a daemon loads once: slurmctld's topology (src/interfaces/topology.c
+        # says it cannot change on reconfigure), slurmd's per-job namespace.
+        "TopologyPlugin",
+        "JobContainerType",
+        "NamespaceType",
     )
 )
 

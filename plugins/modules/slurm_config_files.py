@@ -50,6 +50,13 @@ options:
         description: Octal mode, as a string.
         type: str
         default: "0755"
+      exclusive:
+        description:
+          - The directory holds only files of O(files), as a directory of Prolog scripts that slurm.conf names by a
+            glob does. Any other file in it is removed, as a file of O(retired) is.
+        type: bool
+        default: false
+        version_added: 0.4.0
   files:
     description: The files.
     type: list
@@ -101,6 +108,17 @@ options:
     type: list
     elements: path
     default: []
+  retired:
+    description:
+      - Files this step wrote before that the configuration no longer has (a topology file the inventory dropped).
+        Each is removed unless among O(files), and only when its first line carries the collection's header
+        (C(Managed by Ansible (hybridhpc.slurm))), so a file of that name the site manages otherwise stays.
+      - A removal is a change the daemons must apply, as a changed file is (the markers of O(markers_dir)); the
+        removed file is kept as the accepted one for a rollback.
+    type: list
+    elements: path
+    default: []
+    version_added: 0.4.0
   modes:
     description:
       - Paths that are not this module's to create (device nodes such as C(/dev/fuse)) whose mode, owner or group
@@ -315,6 +333,7 @@ def main():
                 owner=dict(type="str", default="root"),
                 group=dict(type="str", default="root"),
                 mode=dict(type="str", default="0755"),
+                exclusive=dict(type="bool", default=False),
             )),
             files=dict(type="list", elements="dict", default=[], options=dict(
                 dest=dict(type="path", required=True),
@@ -328,6 +347,7 @@ def main():
             ), required_one_of=[("content", "secret_content", "secret_content_b64")],
                 mutually_exclusive=[("content", "secret_content", "secret_content_b64")]),
             absent=dict(type="list", elements="path", default=[]),
+            retired=dict(type="list", elements="path", default=[]),
             modes=dict(type="list", elements="dict", default=[], options=dict(
                 path=dict(type="path", required=True),
                 mode=dict(type="str", required=True),

@@ -87,10 +87,12 @@ def main():
                                                          (current or b"").decode("utf-8", "replace"))
         if not module.check_mode:
             # Over an existing file the move keeps its owner and mode; a file
-            # that went missing comes back readable, as Slurm's files are.
+            # that went missing comes back readable, as Slurm's files are, and
+            # runnable when its kept copy was (a Prolog script).
             config_files.write_atomically(module, dest, kept, ".slurm_config_restore.")
             if current is None:
-                os.chmod(dest, 0o644)
+                kept_mode = os.stat(config_files.accepted_path(markers_dir, dest)).st_mode & 0o777
+                os.chmod(dest, kept_mode | 0o644)
     markers = [config_files.marker_path(markers_dir, name) for name in config_files.MARKERS]
     present = [path for path in markers if os.path.exists(path)]
     if not module.check_mode:

@@ -75,6 +75,14 @@ options:
     type: list
     elements: path
     default: []
+  users:
+    description:
+      - User names to resolve through the host's name service, as C(getent passwd) does (local files, SSSD, LDAP);
+        their ids are returned in RV(users), so the first play can tell that each resolves to one uid on every host.
+    type: list
+    elements: str
+    default: []
+    version_added: 0.4.0
 attributes:
   check_mode:
     support: full
@@ -122,6 +130,11 @@ paths_missing:
   returned: always
   type: list
   elements: str
+users:
+  description: Each name of O(users) with its C([uid, gid]), or null where the name service does not know it.
+  returned: always
+  type: dict
+  sample: {"alice": [20001, 20001], "carol": null}
 file:
   description: O(file) as read.
   returned: when O(file) is given
@@ -140,6 +153,7 @@ import contextlib
 import fnmatch
 import os
 import platform
+import pwd
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -234,6 +248,15 @@ def read_file(path):
         return {"exists": False, "content": ""}
 
 
+def user_ids(name):
+    """[uid, gid] of a user as the host's name service resolves it (NSS: files, sss, ldap), None when unknown."""
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        return None
+    return [entry.pw_uid, entry.pw_gid]
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -244,6 +267,7 @@ def main():
             file=dict(type="path"),
             dpkg_installed=dict(type="bool", default=False),
             paths=dict(type="list", elements="path", default=[]),
+            users=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -267,6 +291,7 @@ def main():
     if module.params["file"]:
         result["file"] = read_file(module.params["file"])
     result["paths_missing"] = [path for path in module.params["paths"] if not os.path.exists(path)]
+    result["users"] = {name: user_ids(name) for name in module.params["users"]}
     module.exit_json(**result)
 
 

@@ -313,6 +313,18 @@ LOCAL_CASES = {
         {"bad-ctl1": conf("bad", "bad-ctl1"), "bad-c2": conf("other", "other-ctl1")}, "slurm_allow_node_move: true"),
     "removing the cluster's only controller": (
         {}, {"bad-c1": conf("bad", "bad-ctl0"), "bad-c2": conf("bad", "bad-ctl0")}, "slurm_allow_controller_change: true"),
+    # Slurm's other files: checked with the cluster's nodes (from the facts) and major.
+    "a topology that leaves a node out": (
+        {"slurm_topology": {"type": "tree", "switches": [{"name": "leaf1", "nodes": "bad-c1"}]}}, None,
+        "slurm_topology: nodes bad-c2 are under no switch"),
+    # Resolved on this machine by the facts step, as a compute node's name service (SSSD) would.
+    "a user the compute nodes cannot resolve": (
+        {"slurm_accounts": [{"name": "physics"}], "slurm_users": [{"name": "hybridhpc-no-such-user", "accounts": ["physics"]}]},
+        None, "slurm_users: hybridhpc-no-such-user does not resolve on bad-c1"),
+    "a Prolog script without #!, and a per-job /tmp based in /tmp": (
+        {"slurm_scripts": [{"name": "log.sh", "type": "Prolog", "content": "logger prolog\n"}],
+         "slurm_job_tmp": {"base_path": "/tmp/jobs"}}, None,
+        "slurm_scripts[0].content: starts without '#!'"),
 }
 OPT_INS = {
     "renaming a converged cluster": "slurm_allow_cluster_rename",

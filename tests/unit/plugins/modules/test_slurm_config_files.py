@@ -511,3 +511,49 @@ def test_a_step_that_ran_does_nothing_until_the_host_drifts(run_module, tmp_path
         if number == 5:
             (tmp_path / "state" / "hybridhpc-pending-reconfigure").unlink()
         assert nothing_to_do(run_module(full_step(tmp_path))), "drift %d: still changing after the step ran" % number
+
+
+def test_an_exclusive_directory_keeps_only_the_listed_files_and_a_dropped_one_is_a_reconfigure(run_module, tmp_path):
+    scripts = tmp_path / "etc" / "scripts"
+    step = args(tmp_path)
+    step["directories"].append({"path": str(scripts), "owner": USER, "group": GROUP, "exclusive": True})
+    prolog = {"dest": str(scripts / "prolog-10-a.sh"), "content": "#!/bin/sh\ntrue\n", "mode": "0755",
+              "owner": USER, "group": GROUP}
+    step["files"].append(prolog)
+    run_module(step)
+    assert oct((scripts / "prolog-10-a.sh").stat().st_mode & 0o777) == "0o755"
+    for name in config_files.MARKERS:
+        os.unlink(config_files.marker_path(str(tmp_path / "state"), name))
+    assert not run_module(step)["changed"]
+    step["files"].remove(prolog)
+    result = run_module(step)
+    assert result["changed"] and result["removed_files"] == [str(scripts / "prolog-10-a.sh")]
+    assert not (scripts / "prolog-10-a.sh").exists() and markers(tmp_path) == ["hybridhpc-pending-reconfigure"]
+    # Kept with its mode, for a rollback to bring back runnable.
+    kept = config_files.accepted_path(str(tmp_path / "state"), str(scripts / "prolog-10-a.sh"))
+    assert open(kept).read() == "#!/bin/sh\ntrue\n" and oct(os.stat(kept).st_mode & 0o777) == "0o755"
+
+
+def test_a_retired_file_goes_only_when_the_collection_wrote_it(run_module, tmp_path):
+    run_module(args(tmp_path))
+    ours = tmp_path / "etc" / "topology.conf"
+    ours.write_text("# Managed by Ansible (hybridhpc.slurm): slurm_topology; edits are overwritten\nSwitchName=s1 Nodes=c1\n")
+    theirs = tmp_path / "etc" / "plugstack.conf"
+    theirs.write_text("required /usr/lib/spank/x.so\n")
+    step = dict(args(tmp_path), retired=[str(ours), str(theirs), str(tmp_path / "etc" / "helpers.conf")])
+    result = run_module(step)
+    assert result["removed_files"] == [str(ours)] and not ours.exists() and theirs.exists()
+    assert "hybridhpc-pending-reconfigure" in markers(tmp_path)
+    assert not run_module(step)["removed_files"]
+
+
+def test_a_job_container_conf_change_asks_for_a_restart(run_module, tmp_path):
+    step = args(tmp_path)
+    step["files"].append({"dest": str(tmp_path / "etc" / "job_container.conf"), "content": "BasePath=/a\n",
+                          "owner": USER, "group": GROUP})
+    run_module(step)
+    for name in config_files.MARKERS:
+        os.unlink(config_files.marker_path(str(tmp_path / "state"), name))
+    step["files"][-1]["content"] = "BasePath=/b\n"
+    result = run_module(step)
+    assert result["restart_required"] and markers(tmp_path) == ["hybridhpc-pending-reconfigure", "hybridhpc-pending-restart"]

@@ -69,3 +69,14 @@ def test_check_mode_puts_nothing_back(run_module, host):
     result = run_module({"files": [str(conf)], "markers_dir": str(state)}, check_mode=True)
     assert result["changed"] and conf.read_text() == REJECTED
     assert len(list(state.glob(config_files.MARKER_PREFIX + "*"))) == 2
+
+
+def test_a_removed_script_comes_back_runnable(run_module, host, tmp_path):
+    _conf, state = host
+    script = tmp_path / "etc" / "prolog-10-a.sh"
+    kept = config_files.accepted_path(str(state), str(script))
+    with open(kept, "w") as handle:
+        handle.write("#!/bin/sh\ntrue\n")
+    os.chmod(kept, 0o755)
+    run_module({"files": [str(script)], "markers_dir": str(state)})
+    assert script.read_text() == "#!/bin/sh\ntrue\n" and oct(script.stat().st_mode & 0o777) == "0o755"
