@@ -40,7 +40,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import hostlist
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import cluster_plan, hostlist
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.pam_adopt import with_contain
 
 # Who reads each file Slurm looks for beside slurm.conf (slurm.conf(5) and each
@@ -106,6 +106,12 @@ NAMESPACE_LINUX = (25, 11)
 HEADER = "Managed by Ansible (hybridhpc.slurm): %s; edits are overwritten"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _MODE_RE = re.compile(r"^0?[0-7]{3}$")
+
+
+def _on(settings, key, default):
+    """A switch of a mapping the inventory templated: a bool, or its text ("False" from a Jinja expression on 2.18)."""
+    value = settings.get(key, default)
+    return cluster_plan.truthy(value) if isinstance(value, str) else bool(value)
 
 
 def major_key(major):
@@ -199,7 +205,7 @@ def render_job_tmp(job_tmp, major):
     """(file name, text) of the per-job /tmp plugin's configuration for this major."""
     dirs = ",".join(job_tmp.get("dirs") or ["/tmp", "/dev/shm"])
     base = job_tmp.get("base_path", "/var/lib/slurm/job_tmp")
-    shared = bool(job_tmp.get("shared", False))
+    shared = _on(job_tmp, "shared", False)
     key = major_key(major)
     header = "# " + HEADER % "slurm_job_tmp"
     if key is not None and key >= NAMESPACE_LINUX:
@@ -228,7 +234,7 @@ def settings(config, topology, job_tmp, scripts, major, configless, config_dir):
     merged = dict(config or {})
     if topology and topology_file(major, configless) == "topology.conf":
         merged.setdefault("TopologyPlugin", "topology/%s" % topology.get("type", "tree"))
-    if job_tmp and job_tmp.get("enabled", True):
+    if job_tmp and _on(job_tmp, "enabled", True):
         key = major_key(major)
         if key is not None and key >= NAMESPACE_LINUX:
             merged.setdefault("NamespaceType", "namespace/linux")
@@ -249,7 +255,7 @@ def files(topology, job_tmp, scripts, site_files, major, configless, config_dir)
     if topology:
         name = topology_file(major, configless)
         found.append({"name": name, "content": render_topology(topology, name), "readers": READERS[name]})
-    if job_tmp and job_tmp.get("enabled", True):
+    if job_tmp and _on(job_tmp, "enabled", True):
         name, text = render_job_tmp(job_tmp, major)
         found.append({"name": name, "content": text, "readers": READERS[name]})
     for entry in site_files or []:
@@ -424,7 +430,7 @@ def problems(inputs):
     if job_tmp:
         _job_tmp_problems(job_tmp, found)
         for key in ("jobcontainertype", "namespacetype"):
-            if key in config and job_tmp.get("enabled", True):
+            if key in config and _on(job_tmp, "enabled", True):
                 found.append("slurm_config.%s: slurm_job_tmp chooses the plugin of the major; remove it from slurm_config"
                              % ("JobContainerType" if key == "jobcontainertype" else "NamespaceType"))
     if not isinstance(scripts, list):

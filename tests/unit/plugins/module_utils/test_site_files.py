@@ -196,3 +196,10 @@ def test_the_filter_reads_the_node_names_from_the_records():
                                                     "nodes": [{"NodeName": "DEFAULT", "CPUs": 2}, {"NodeName": "c[1-3]"}]})
     assert found == ["slurm_topology: nodes c3 are under no switch; Slurm cannot place multi-node jobs on them "
                      "(every node must be in the topology)"]
+
+
+def test_a_templated_switch_off_is_off():
+    # "{{ ... | bool }}" in an inventory mapping is the text "False" on ansible-core 2.18.
+    assert site_files.settings({}, {}, {"enabled": "False"}, [], "24.11", False, "/etc/slurm") == {}
+    assert site_files.files({}, {"enabled": "False"}, [], [], "24.11", False, "/etc/slurm") == []
+    assert "Shared=true" not in site_files.render_job_tmp({"shared": "false"}, "24.11")[1]
