@@ -100,6 +100,7 @@ SCRIPT_TYPES = {
 }
 
 TOPOLOGY_YAML = (25, 5)
+JOB_CONTAINER_DIRS = (23, 2)
 NAMESPACE_LINUX = (25, 11)
 # The first line of each file rendered here: slurm_config_files removes a
 # retired file only when it has it (config_files.MANAGED_HEADER).
@@ -214,9 +215,12 @@ def render_job_tmp(job_tmp, major):
         if shared:
             lines.append("  shared: true")
         return "namespace.yaml", "\n".join(lines) + "\n"
-    lines = [header, "AutoBasePath=true", "BasePath=%s" % base, "Dirs=%s" % dirs]
-    if shared:
-        lines.append("Shared=true")
+    lines = [header, "AutoBasePath=true", "BasePath=%s" % base]
+    # Dirs and Shared came with 23.02; 22.05's plugin makes /tmp and /dev/shm private, always.
+    if key is None or key >= JOB_CONTAINER_DIRS:
+        lines.append("Dirs=%s" % dirs)
+        if shared:
+            lines.append("Shared=true")
     return "job_container.conf", "\n".join(lines) + "\n"
 
 
@@ -429,6 +433,11 @@ def problems(inputs):
             found.append("slurm_config.TopologyPlugin: set from slurm_topology's type; remove it from slurm_config")
     if job_tmp:
         _job_tmp_problems(job_tmp, found)
+        key = major_key(major)
+        if key is not None and key < JOB_CONTAINER_DIRS and (
+                _on(job_tmp, "shared", False) or list(job_tmp.get("dirs") or ["/tmp", "/dev/shm"]) != ["/tmp", "/dev/shm"]):
+            found.append("slurm_job_tmp: Slurm %s's job_container/tmpfs makes /tmp and /dev/shm private and takes no dirs "
+                         "or shared (23.02 and later do); leave both out on this cluster" % major)
         for key in ("jobcontainertype", "namespacetype"):
             if key in config and _on(job_tmp, "enabled", True):
                 found.append("slurm_config.%s: slurm_job_tmp chooses the plugin of the major; remove it from slurm_config"

@@ -203,3 +203,12 @@ def test_a_templated_switch_off_is_off():
     assert site_files.settings({}, {}, {"enabled": "False"}, [], "24.11", False, "/etc/slurm") == {}
     assert site_files.files({}, {"enabled": "False"}, [], [], "24.11", False, "/etc/slurm") == []
     assert "Shared=true" not in site_files.render_job_tmp({"shared": "false"}, "24.11")[1]
+
+
+def test_slurm_22_05_gets_no_dirs_and_refuses_them():
+    # Dirs and Shared came with 23.02 (job_container.conf(5) of slurm-22-05-8-1 and slurm-23-02-1-1).
+    name, text = site_files.render_job_tmp({"shared": True}, "22.05")
+    assert name == "job_container.conf" and text.splitlines()[1:] == ["AutoBasePath=true", "BasePath=/var/lib/slurm/job_tmp"]
+    assert problems(job_tmp={"enabled": True}, major="22.05") == []
+    assert any("takes no dirs or shared" in m for m in problems(job_tmp={"dirs": ["/tmp"]}, major="22.05"))
+    assert any("takes no dirs or shared" in m for m in problems(job_tmp={"shared": True}, major="22.05"))
