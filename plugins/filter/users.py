@@ -15,7 +15,8 @@ cluster_plan = LazyModule("cluster_plan")
 
 def slurm_user_id_problems(users, mine, host, must_resolve, reference=None, reference_host=None):
     """What the first play refuses: a slurm_users name unknown where its jobs run, or with another uid than elsewhere."""
-    names = [u["name"] if isinstance(u, dict) else u for u in users or [] if (u.get("name") if isinstance(u, dict) else u)]
+    names = [u.get("name") if isinstance(u, dict) else u for u in users or []]
+    names = [name for name in names if name]
     return user_ids.problems(names, mine or {}, host, cluster_plan.truthy(must_resolve), reference or {},
                              reference_host)
 

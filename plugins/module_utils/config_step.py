@@ -164,22 +164,27 @@ def converge(module, params):
     # Files the configuration no longer has (a script dropped from an
     # exclusive directory, a file in `retired`): gone from the configuration
     # the daemons run, so their removal is a change they must apply.
+    # Each read once: its content decides (retired) and is kept for a rollback.
     wanted = {spec["dest"] for spec in params["files"]}
-    dropped = [path for path in params.get("retired") or [] if path not in wanted and _written_here(path)]
+    dropped = {}
+    for path in params.get("retired") or []:
+        data = config_files.read_bytes(path) if path not in wanted else None
+        if data is not None and config_files.MANAGED_HEADER in data.split(b"\n", 1)[0]:
+            dropped[path] = data
     for spec in params["directories"]:
         if spec.get("exclusive") and os.path.isdir(spec["path"]):
-            dropped += sorted(os.path.join(spec["path"], name) for name in os.listdir(spec["path"])
-                              if os.path.join(spec["path"], name) not in wanted
-                              and not os.path.isdir(os.path.join(spec["path"], name)))
-    for path in removed + dropped:
+            for path in sorted(os.path.join(spec["path"], name) for name in os.listdir(spec["path"])):
+                if path not in wanted and not os.path.isdir(path):
+                    dropped[path] = config_files.read_bytes(path)
+    for path in removed + list(dropped):
         if module._diff:
             diffs.append(dict(before_header=path, after_header=path, before="(present)\n", after="(absent)\n"))
         if not module.check_mode:
-            if markers_dir and path in dropped and config_files.keeps_accepted_copy(config_files.read_bytes(path), pending):
-                _keep_accepted(module, markers_dir, path, config_files.read_bytes(path))
+            if markers_dir and path in dropped and config_files.keeps_accepted_copy(dropped[path], pending):
+                _keep_accepted(module, markers_dir, path, dropped[path])
             os.unlink(path)
-    changed_files += dropped
-    removed += dropped
+    changed_files += list(dropped)
+    removed += list(dropped)
     changed = changed or bool(changed_files) or bool(removed)
 
     restart_required = config_changed = False
@@ -228,12 +233,6 @@ def _validate(module, dest, data, command):
         said = " | ".join(line.strip() for line in (err or out).replace(candidate, dest).splitlines() if line.strip())
         module.fail_json(msg="%s: Slurm refuses the new file, nothing was replaced: %s" % (dest, said),
                          refused=dest, validate_rc=rc)
-
-
-def _written_here(path):
-    """Whether the file at path carries the collection's header (a file the site manages otherwise stays)."""
-    data = config_files.read_bytes(path)
-    return data is not None and config_files.MANAGED_HEADER in data.split(b"\n", 1)[0]
 
 
 def _keep_accepted(module, markers_dir, dest, current):

@@ -99,6 +99,9 @@ SCRIPT_TYPES = {
     "SrunEpilog": ("client", False),
 }
 
+# slurm_job_tmp's defaults: where the jobs' directories go, and which ones are private.
+JOB_TMP_BASE = "/var/lib/slurm/job_tmp"
+JOB_TMP_DIRS = ["/tmp", "/dev/shm"]
 TOPOLOGY_YAML = (25, 5)
 JOB_CONTAINER_DIRS = (23, 2)
 NAMESPACE_LINUX = (25, 11)
@@ -204,8 +207,8 @@ def render_topology(topology, name):
 
 def render_job_tmp(job_tmp, major):
     """(file name, text) of the per-job /tmp plugin's configuration for this major."""
-    dirs = ",".join(job_tmp.get("dirs") or ["/tmp", "/dev/shm"])
-    base = job_tmp.get("base_path", "/var/lib/slurm/job_tmp")
+    dirs = ",".join(job_tmp.get("dirs") or JOB_TMP_DIRS)
+    base = job_tmp.get("base_path", JOB_TMP_BASE)
     shared = _on(job_tmp, "shared", False)
     key = major_key(major)
     header = "# " + HEADER % "slurm_job_tmp"
@@ -403,8 +406,8 @@ def _job_tmp_problems(job_tmp, problems):
     unknown = sorted(set(job_tmp) - {"enabled", "base_path", "dirs", "shared"})
     if unknown:
         problems.append("slurm_job_tmp: unknown keys %s; known: base_path, dirs, enabled, shared" % ", ".join(unknown))
-    base = job_tmp.get("base_path", "/var/lib/slurm/job_tmp")
-    dirs = job_tmp.get("dirs", ["/tmp", "/dev/shm"])
+    base = job_tmp.get("base_path", JOB_TMP_BASE)
+    dirs = job_tmp.get("dirs", JOB_TMP_DIRS)
     if not isinstance(base, str) or not base.startswith("/") or "," in base or " " in base:
         problems.append("slurm_job_tmp.base_path: %r: an absolute path without spaces or commas" % (base,))
     if not isinstance(dirs, list) or not dirs or any(not isinstance(d, str) or not d.startswith("/") or "," in d for d in dirs):
@@ -435,7 +438,7 @@ def problems(inputs):
         _job_tmp_problems(job_tmp, found)
         key = major_key(major)
         if key is not None and key < JOB_CONTAINER_DIRS and (
-                _on(job_tmp, "shared", False) or list(job_tmp.get("dirs") or ["/tmp", "/dev/shm"]) != ["/tmp", "/dev/shm"]):
+                _on(job_tmp, "shared", False) or list(job_tmp.get("dirs") or JOB_TMP_DIRS) != JOB_TMP_DIRS):
             found.append("slurm_job_tmp: Slurm %s's job_container/tmpfs makes /tmp and /dev/shm private and takes no dirs "
                          "or shared (23.02 and later do); leave both out on this cluster" % major)
         for key in ("jobcontainertype", "namespacetype"):
