@@ -28,8 +28,9 @@ def slurm_site_host_files(roles, topology, job_tmp, scripts, extra, major, confi
                                   cluster_plan.truthy(configless), config_dir)
     mine = site_files.host_files(everything, major, cluster_plan.truthy(configless), roles, cluster_plan.truthy(local_config))
     root = config_dir.rstrip("/")
-    wanted = [{"dest": "%s/%s" % (root, e["name"]), "content": e["content"], "mode": e["mode"], "owner": e["owner"],
-               "group": e["group"]} for e in mine]
+    # A secret file's text goes to slurm_config_files as secret_content: never logged, never diffed.
+    wanted = [{"dest": "%s/%s" % (root, e["name"]), ("secret_content" if e.get("secret") else "content"): e["content"],
+               "mode": e["mode"], "owner": e["owner"], "group": e["group"]} for e in mine]
     names = {e["name"] for e in mine}
     retired = ["%s/%s" % (root, name) for name in sorted(site_files.READERS) if name not in names]
     return {"files": wanted, "retired": retired, "scripts_dir": "%s/scripts" % root}

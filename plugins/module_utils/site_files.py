@@ -271,6 +271,8 @@ def files(topology, job_tmp, scripts, site_files, major, configless, config_dir)
         found.append({"name": entry["name"], "content": text, "mode": entry.get("mode", "0644"),
                       "owner": entry.get("owner", "root"), "group": entry.get("group", "root"),
                       "readers": READERS.get(entry["name"], ("slurmctld", "slurmd", "client"))})
+        if _on(entry, "secret", False):
+            found[-1]["secret"] = True
     for script in scripts or []:
         found.append({"name": script_path(config_dir, script["type"], script["name"])[len(config_dir.rstrip("/")) + 1:],
                       "content": script.get("content", ""), "mode": script.get("mode", "0755"), "script": True,
@@ -309,6 +311,18 @@ def _name_problems(var, name, problems):
         problems.append("%s.name: %r: a file name (letters, digits, '.', '_', '-')" % (var, name))
         return False
     return True
+
+
+def _secret_problems(var, entry, problems):
+    """A secret file (a password in acct_gather.conf) is never diffed or logged, and no user reads it."""
+    secret = entry.get("secret", False)
+    if not isinstance(secret, bool) and str(secret).lower() not in ("true", "false", "yes", "no", "1", "0"):
+        problems.append("%s.secret: %r: true or false" % (var, secret))
+        return
+    mode = entry.get("mode", "0644")
+    if _on(entry, "secret", False) and isinstance(mode, str) and _MODE_RE.match(mode) and int(mode, 8) & 0o004:
+        problems.append("%s.mode: %s lets every user read a secret file; give '0600' (or '0640' with a group "
+                        "that needs it)" % (var, mode))
 
 
 def _content_problems(var, entry, problems):
@@ -483,9 +497,10 @@ def problems(inputs):
         if not isinstance(entry, dict):
             found.append("%s: a mapping (name, content, mode, owner, group)" % var)
             continue
-        unknown = sorted(set(entry) - {"name", "content", "mode", "owner", "group"})
+        unknown = sorted(set(entry) - {"name", "content", "mode", "owner", "group", "secret"})
         if unknown:
-            found.append("%s: unknown keys %s; known: content, group, mode, name, owner" % (var, ", ".join(unknown)))
+            found.append("%s: unknown keys %s; known: content, group, mode, name, owner, secret" % (var, ", ".join(unknown)))
+        _secret_problems(var, entry, found)
         name = entry.get("name")
         if not _name_problems(var, name, found):
             continue

@@ -181,10 +181,32 @@ def test_good_inputs_pass():
     ({"site_files": [{"name": "mpi.conf", "content": "x"}, {"name": "mpi.conf", "content": "y"}]}, "mpi.conf is listed twice"),
     ({"site_files": [{"name": "scrun.lua", "content": "x"}], "configless": True, "major": "22.05"},
      "scrun.lua: a configless cluster's slurmctld on Slurm 22.05 does not send it to the nodes"),
+    ({"site_files": [{"name": "acct_gather.conf", "content": "ProfileInfluxDBPass=x\n", "secret": True}]},
+     "slurm_site_files[0].mode: 0644 lets every user read a secret file; give '0600'"),
+    ({"site_files": [{"name": "acct_gather.conf", "content": "x", "secret": True, "mode": "0604"}]}, "0604 lets every user"),
+    ({"site_files": [{"name": "acct_gather.conf", "content": "x", "secret": "maybe", "mode": "0600"}]},
+     "slurm_site_files[0].secret: 'maybe': true or false"),
 ])
 def test_bad_inputs_are_named_with_the_fix(inputs, expected):
     found = problems(**inputs)
     assert any(expected in message for message in found), found
+
+
+SECRET = {"name": "acct_gather.conf", "content": "ProfileInfluxDBPass=hunter2\n", "secret": True, "mode": "0600"}
+
+
+def test_a_secret_file_passes_with_an_owner_only_mode_and_goes_out_as_secret_content():
+    assert problems(site_files=[SECRET]) == [] and problems(site_files=[dict(SECRET, mode="0640")]) == []
+    result = site_filters.slurm_site_host_files(["slurmd"], {}, {}, [], [SECRET, {"name": "mpi.conf", "content": "x\n"}],
+                                                "24.11", False, "/etc/slurm", True)
+    secret, plain = result["files"]
+    # slurm_config_files never logs or diffs secret_content.
+    assert "content" not in secret and secret["secret_content"].endswith("ProfileInfluxDBPass=hunter2\n")
+    assert secret["mode"] == "0600" and "secret_content" not in plain and plain["content"].endswith("x\n")
+    # Off by default, and a templated "False" is off.
+    result = site_filters.slurm_site_host_files(["slurmd"], {}, {}, [], [dict(SECRET, secret="False")], "24.11", False,
+                                                "/etc/slurm", True)
+    assert "content" in result["files"][0]
 
 
 def test_a_file_served_on_that_major_passes_on_a_configless_cluster():
