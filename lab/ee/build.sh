@@ -4,12 +4,25 @@
 # execution-environment.yml, with the collection's built tarball):
 #   hybridhpc/slurm-ee:<leg>-<hash>        the EE (alias hybridhpc/slurm-ee:<leg>)
 #   hybridhpc/slurm-ee-test:<leg>-<hash>   the EE plus a test venv (lab/ee/Containerfile.test)
+#   hybridhpc/slurm-ee-deps:<leg>-<deps hash>, hybridhpc/slurm-ee-test-deps:<leg>-<deps hash>
+#                                          the last full build of those dependencies (below)
 # Legs: 2.21 (the definition's pins: ansible-core 2.21.5, ansible 14.5.0) and
 # 2.20 (build arg ANSIBLE_INSTALL_REFS: ansible-core 2.20.10, ansible 13.8.0).
 # The hash covers the context (Containerfile, requirement files, scripts; of the
 # tarball its MANIFEST.json, which checksums every file, since the tarball's
 # bytes change with mtimes), the leg's pins, the base image's id, this script
 # and the test layer's files: an unchanged tree reuses the images.
+#
+# A change to the collection alone does not rebuild the EE's dependencies
+# (about 3.5 minutes of pip and apt per leg, most of CI's EE time): each full
+# ansible-builder build is also tagged hybridhpc/slurm-ee-deps:<leg>-<deps hash>,
+# the hash of everything above but the collection's own files, and a later
+# tree with the same dependencies is built from it (Containerfile.collection:
+# the new tarball installed over the old with ansible-galaxy --force, which
+# replaces the collection's directory, then the same check as the full
+# build's last step). A change to execution-environment.yml, awx/'s
+# requirement files, the base image, this script or a leg's pins builds in
+# full; HYBRIDHPC_EE_FULL=1 always does.
 # Usage: lab/ee/build.sh CONTEXT [LEG...]; prints "<leg> <test image>" per leg.
 #
 # The base image is the lab's trixie rootfs (lab/build-image.sh), never pulled.
@@ -55,28 +68,47 @@ base_id="$(docker image inspect -f '{{.Id}}' "$base")"
 shopt -u nullglob
 
 tarball="$(ls "$ctx"/_build/collections/hybridhpc-slurm-*.tar.gz)"
-ctx_hash="$( (cd "$ctx" && find . -type f ! -name '*.tar.gz' -print0 | sort -z | xargs -0 sha256sum
-              tar -xzOf "$tarball" MANIFEST.json; echo "$base_id"
-              cat "$here/build.sh" "$here/Containerfile.test" "$here/test-requirements.txt") | sha256sum | cut -c1-12)"
+# What ansible-builder would introspect in the collection itself (none of these
+# today: the EE's Python and system dependencies are awx/'s, in the context).
+collection_deps="$(tar -tzf "$tarball" | grep -xE 'meta/execution-environment.yml|requirements.txt|bindep.txt' || true)"
+deps_hash="$( (cd "$ctx" && find . -type f ! -name '*.tar.gz' -print0 | sort -z | xargs -0 sha256sum
+               for f in $collection_deps; do echo "$f"; tar -xzOf "$tarball" "$f"; done; echo "$base_id"
+               cat "$here/build.sh" "$here/Containerfile.test" "$here/Containerfile.collection" "$here/test-requirements.txt") | sha256sum | cut -c1-12)"
+ctx_hash="$( (echo "$deps_hash"; tar -xzOf "$tarball" MANIFEST.json) | sha256sum | cut -c1-12)"
 
 for leg in "${legs[@]}"; do
   refs="$(refs_for "$leg")"
   hash="$( (echo "$ctx_hash $leg $refs") | sha256sum | cut -c1-12)"
+  dhash="$( (echo "$deps_hash $leg $refs") | sha256sum | cut -c1-12)"
   ee="hybridhpc/slurm-ee:$leg-$hash"
   test_image="hybridhpc/slurm-ee-test:$leg-$hash"
+  # The last full build with these dependencies, and its test image.
+  deps="hybridhpc/slurm-ee-deps:$leg-$dhash"
+  deps_test="hybridhpc/slurm-ee-test-deps:$leg-$dhash"
+  over=no
+  [ "${HYBRIDHPC_EE_FULL:-0}" = 1 ] || { docker image inspect "$deps" >/dev/null 2>&1 \
+    && docker image inspect "$deps_test" >/dev/null 2>&1 && over=yes; }
   start=$(date +%s)
-  if docker image inspect "$ee" >/dev/null 2>&1; then
+  if docker image inspect "$ee" >/dev/null 2>&1 && docker image inspect "$test_image" >/dev/null 2>&1; then
     echo "ee: $ee is up to date" >&2
+  elif [ "$over" = yes ]; then
+    echo "ee: building $ee from $deps (the same dependencies, this tree's tarball installed over; log in $logs/build-$leg.log)" >&2
+    for pair in "$deps $ee" "$deps_test $test_image"; do
+      set -- $pair
+      docker build --build-arg "EE_DEPS_IMAGE=$1" -t "$2" -f "$here/Containerfile.collection" "$ctx/_build/collections" \
+        >>"$logs/build-$leg.log" 2>&1 \
+        || { tail -30 "$logs/build-$leg.log" >&2; echo "ee: building $2 failed" >&2; exit 1; }
+    done
   else
     echo "ee: building $ee (a few minutes cold; log in $logs/build-$leg.log)" >&2
     args=(--build-arg "EE_BASE_IMAGE=$base")
     [ -z "$refs" ] || args+=(--build-arg "ANSIBLE_INSTALL_REFS=$refs")
     docker build "${args[@]}" -t "$ee" -f "$ctx/Containerfile" "$ctx" >"$logs/build-$leg.log" 2>&1 \
       || { tail -30 "$logs/build-$leg.log" >&2; echo "ee: building $ee failed" >&2; exit 1; }
-  fi
-  if ! docker image inspect "$test_image" >/dev/null 2>&1; then
     echo "ee: building $test_image (the test venv)" >&2
     docker build -q --build-arg "EE_IMAGE=$ee" -t "$test_image" -f "$here/Containerfile.test" "$here" >/dev/null
+    docker tag "$ee" "$deps"
+    docker tag "$test_image" "$deps_test"
   fi
   docker tag "$ee" "hybridhpc/slurm-ee:$leg"
   docker tag "$test_image" "hybridhpc/slurm-ee-test:$leg"
