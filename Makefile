@@ -199,6 +199,11 @@ MAJOR_SCENARIOS ?= core
 # on each major). When faults follows lifecycle, lifecycle hands its converged
 # lab over (HYBRIDHPC_LAB_HANDOFF) instead of removing it: one converge less.
 HANDOFF := $(ROOT)/.cache/lab-handoff
+# A scenario that hangs (a job that never starts, a daemon that never answers)
+# fails after this many seconds, naming itself, instead of running out CI's
+# clock; the longest, lifecycle, takes about 18 minutes in CI. The lock wait is
+# not counted.
+MOLECULE_TIMEOUT ?= 2700
 molecule: deps image
 	@mkdir -p $(LOCKS); rm -rf $(HANDOFF); handoff=; \
 	 case " $(MOLECULE_SCENARIOS) " in *" lifecycle "*"faults "*) handoff=$(HANDOFF) ;; esac; \
@@ -206,7 +211,9 @@ molecule: deps image
 	  case $$s in federation|upgrade) lock=lab ;; faults) lock=lifecycle ;; *) lock=$$s ;; esac; \
 	  echo "make: $$(date +%T) molecule test -s $$s ($(LAB_SUITE))"; \
 	  start=$$(date +%s); \
-	  (cd extensions && HYBRIDHPC_LAB_HANDOFF=$$handoff HYBRIDHPC_LAB_CONVERGED=$(HYBRIDHPC_LAB_CONVERGED) HYBRIDHPC_LAB_IMAGE=$$(cat ../$(LAB_IMAGE_FILE)) flock $(LOCKS)/$$lock.lock $(BIN)/molecule test -s $$s) || exit 1; \
+	  (cd extensions && HYBRIDHPC_LAB_HANDOFF=$$handoff HYBRIDHPC_LAB_CONVERGED=$(HYBRIDHPC_LAB_CONVERGED) HYBRIDHPC_LAB_IMAGE=$$(cat ../$(LAB_IMAGE_FILE)) \
+	   flock $(LOCKS)/$$lock.lock timeout -k 60 $(MOLECULE_TIMEOUT) $(BIN)/molecule test -s $$s) \
+	   || { rc=$$?; [ $$rc -ne 124 ] || echo "make: molecule scenario $$s ran past $(MOLECULE_TIMEOUT)s (MOLECULE_TIMEOUT) and was stopped"; exit 1; }; \
 	  echo "make: molecule scenario $$s passed in $$(( $$(date +%s) - start ))s"; \
 	done
 
