@@ -101,15 +101,17 @@ test: docker deps image
 # over converged to the federation scenario (HYBRIDHPC_LAB_CONVERGED: no
 # labctl down and up, and its converge finds the lab converged but for what
 # its prepare step changed), then upgrade (whose cold converge of that lab is
-# 2.19's), then core on bookworm and single_node. In the foreground, after the
-# checks: core on trixie, colocation, lifecycle, faults (on lifecycle's lab),
-# then core on sid (core's three majors share one lock: trixie's runs first,
-# bookworm's after the lab's chain, sid's last).
+# 2.19's), then core on bookworm and sid, and single_node. In the foreground,
+# after the checks: core on trixie (before the other majors', one lock),
+# colocation, lifecycle, faults (on lifecycle's lab). In CI of 76f36cb (3
+# December 2026), with sid's core in the foreground, the foreground ended
+# about 65 minutes in and the background about 54 (its execution environment
+# steps took 4.5 minutes instead of 18): sid's core moved to the background.
 BACKGROUND_FIRST := default
 LAB_CHAIN := federation upgrade
 BACKGROUND_LAST := single_node
 BACKGROUND_SCENARIOS := $(BACKGROUND_FIRST) $(LAB_CHAIN) $(BACKGROUND_LAST)
-MAIN_MAJOR_SUITES := sid
+MAIN_MAJOR_SUITES :=
 MAIN_SCENARIOS = $(filter-out $(BACKGROUND_SCENARIOS),$(MOLECULE_SCENARIOS))
 test-main: lint typecheck sanity unit rules integration
 	@date +'make: %T test-main: molecule $(MAIN_SCENARIOS)'; $(MAKE) --no-print-directory molecule MOLECULE_SCENARIOS="$(MAIN_SCENARIOS)"
