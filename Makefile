@@ -111,12 +111,9 @@ BACKGROUND_FIRST := default
 LAB_CHAIN := federation upgrade
 BACKGROUND_LAST := single_node
 BACKGROUND_SCENARIOS := $(BACKGROUND_FIRST) $(LAB_CHAIN) $(BACKGROUND_LAST)
-MAIN_MAJOR_SUITES :=
 MAIN_SCENARIOS = $(filter-out $(BACKGROUND_SCENARIOS),$(MOLECULE_SCENARIOS))
 test-main: lint typecheck sanity unit rules integration
 	@date +'make: %T test-main: molecule $(MAIN_SCENARIOS)'; $(MAKE) --no-print-directory molecule MOLECULE_SCENARIOS="$(MAIN_SCENARIOS)"
-	@date +'make: %T test-main: molecule-majors $(filter $(MAIN_MAJOR_SUITES),$(MAJOR_SUITES))'; \
-	 $(MAKE) --no-print-directory molecule-majors MAJOR_SUITES="$(filter $(MAIN_MAJOR_SUITES),$(MAJOR_SUITES))"
 	@date +'make: %T test-main: done'
 
 # The lab-free steps first. 2.19's converge of the lab is upgrade's (make
@@ -131,8 +128,7 @@ test-matrix: deps build image
 	@date +'make: %T test-matrix: matrix-converge, handed over to $(filter $(LAB_CHAIN),$(MOLECULE_SCENARIOS))'; \
 	 $(MAKE) --no-print-directory matrix-converge LEG_HANDOVER=$(if $(filter federation,$(MOLECULE_SCENARIOS)),$(CONVERGED)) && \
 	 $(MAKE) --no-print-directory molecule MOLECULE_SCENARIOS="$(filter $(LAB_CHAIN),$(MOLECULE_SCENARIOS))" HYBRIDHPC_LAB_CONVERGED=$(CONVERGED)
-	@date +'make: %T test-matrix: molecule-majors $(filter-out $(MAIN_MAJOR_SUITES),$(MAJOR_SUITES))'; \
-	 $(MAKE) --no-print-directory molecule-majors MAJOR_SUITES="$(filter-out $(MAIN_MAJOR_SUITES),$(MAJOR_SUITES))"
+	@date +'make: %T test-matrix: molecule-majors $(MAJOR_SUITES)'; $(MAKE) --no-print-directory molecule-majors
 	@date +'make: %T test-matrix: $(filter $(BACKGROUND_LAST),$(MOLECULE_SCENARIOS))'; \
 	 $(MAKE) --no-print-directory molecule MOLECULE_SCENARIOS="$(filter $(BACKGROUND_LAST),$(MOLECULE_SCENARIOS))"
 	@date +'make: %T test-matrix: done'
