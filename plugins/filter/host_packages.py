@@ -22,10 +22,11 @@ def slurm_packages(component, facts, override=None):
         raise AnsibleFilterError("slurm_packages: %s" % exc) from exc
 
 
-def slurm_host_packages(host, groups, host_vars, facts, jwt):
-    """Every package a host needs for the Slurm components its groups give it."""
+def slurm_host_packages(host, groups, host_vars, facts, jwt, auth=None):
+    """Every package a host needs for the Slurm components its groups give it (and its cluster's authentication)."""
     try:
-        return host_packages.host_packages(host_packages.host_components(host, groups, host_vars, jwt, facts), facts, host_vars)
+        return host_packages.host_packages(host_packages.host_components(host, groups, host_vars, jwt, facts, auth),
+                                           facts, host_vars)
     except (KeyError, ValueError) as exc:
         raise AnsibleFilterError("slurm_host_packages: %s" % exc) from exc
 
@@ -43,6 +44,11 @@ def slurm_apptainer_fallback_files(facts, method, releases_without, suite, mirro
 def slurm_login_sackd(host, groups, host_vars):
     """Whether a login host runs sackd (configless cluster, no daemon of its own): it then keeps no slurm.conf."""
     return host_packages.login_sackd(host, groups, host_vars)
+
+
+def slurm_auth_sackd(host, groups, auth):
+    """Where the cluster's authentication needs sackd on this host: "login", "compute" or None."""
+    return host_packages.auth_sackd(host, groups or {}, auth)
 
 
 def slurm_units_enabled_with_munge(host, groups):
@@ -82,6 +88,7 @@ class FilterModule(object):
             "slurm_host_apt_sources": slurm_host_apt_sources,
             "slurm_apptainer_fallback_files": slurm_apptainer_fallback_files,
             "slurm_login_sackd": slurm_login_sackd,
+            "slurm_auth_sackd": slurm_auth_sackd,
             "slurm_units_enabled_with_munge": slurm_units_enabled_with_munge,
             "slurm_packages_covered": slurm_packages_covered,
             "slurm_packages_missing": slurm_packages_missing,

@@ -89,7 +89,7 @@ def _run_units(module, units, files_changed):
         actions_of = dict(planned)
         for verb, names in systemd_unit.step_commands(planned):
             argv = [systemctl, verb] + (["--"] + names if names else [])
-            rc, out, err = module.run_command(argv, environ_update=ENABLE_ENVIRONMENT if verb == "enable" else None)
+            rc, out, err = module.run_command(argv, environ_update=ENABLE_ENVIRONMENT if verb in ("enable", "disable") else None)
             concerned = names[0] if names else planned[0][0]
             if rc != 0:
                 module.fail_json(msg="systemctl %s %s failed: %s" % (verb, " ".join(names), (err or out).strip()),

@@ -99,8 +99,11 @@ def packages(component, facts, override=None):
     return list(PACKAGES[family(facts)][component])
 
 
-def host_components(host, groups, host_vars, jwt, facts=None):
+def host_components(host, groups, host_vars, jwt, facts=None, auth=None):
     """The components a host runs, from its groups (MUNGE and the client tools on every host).
+
+    `auth` is the cluster's authentication plan (module_utils/auth_plan.py):
+    where it needs sackd (auth_sackd), the package comes with the rest.
 
     `jwt` is whether the host's cluster uses auth/jwt: the plugin goes where
     tokens are made or checked (slurmctld, slurmdbd, slurmrestd hosts).
@@ -125,7 +128,7 @@ def host_components(host, groups, host_vars, jwt, facts=None):
             components.append("mariadb")
     if jwt and (member("slurmctld") or member("slurmdbd") or member("slurmrestd")):
         components.append("jwt")
-    if login_sackd(host, groups, host_vars):
+    if login_sackd(host, groups, host_vars) or auth_sackd(host, groups, auth):
         components.append("sackd")
     if pam_slurm_adopt(host, groups, host_vars):
         components.append("pam_slurm_adopt")
@@ -241,6 +244,30 @@ def login_sackd(host, groups, host_vars):
     if any(host in (groups.get(g) or []) for g in ("slurmctld", "slurmd", "slurmdbd", "slurmrestd")):
         return False
     return elastic.configless(host_vars.get("slurm_configless"), host_vars.get("slurm_elastic_nodesets") or [])
+
+
+def auth_sackd(host, groups, auth):
+    """Where the cluster's authentication needs sackd: "login", "compute" or None.
+
+    With auth/slurm, the client commands of a host that runs no Slurm daemon
+    (a login node) get their credentials from sackd's socket, as slurmd,
+    slurmctld and slurmdbd serve them on their hosts. While a cluster moves
+    back from auth/slurm to MUNGE, the jobs that started under auth/slurm keep
+    asking for credentials on their node's socket, which slurmd no longer
+    serves once it speaks MUNGE: sackd serves it on compute nodes until those
+    jobs end (auth_plan.plan's ``accept``).
+    """
+    auth = auth or {}
+    uses = auth.get("uses") or []
+    if "slurm" not in uses:
+        return None
+    if host in (groups.get("slurmd") or []):
+        return "compute" if auth.get("type") == "munge" else None
+    if host not in (groups.get("login") or []):
+        return None
+    if any(host in (groups.get(g) or []) for g in ("slurmctld", "slurmdbd", "slurmrestd")):
+        return None
+    return "login" if auth.get("type") == "slurm" else None
 
 
 def host_packages(components, facts, host_vars):

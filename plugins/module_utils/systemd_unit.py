@@ -59,14 +59,14 @@ def missing_drop_ins(state, drop_ins):
     return [path for path in drop_ins if path not in loaded]
 
 
-STATES = ("started", "restarted", "enabled")
+STATES = ("started", "restarted", "enabled", "stopped")
 
 
 def unit_actions(name, state, enabled, wanted, files_changed, restart_on_change, check_mode, drop_ins=()):
     """The ``systemctl`` verbs to run, in order, and an error (None when there is none).
 
     state: parse_show's dict; enabled: True to enable the unit, None to leave
-    it as it is; wanted: ``started``, ``restarted`` or ``enabled``; files_changed: this run
+    it as it is; wanted: ``started``, ``restarted``, ``enabled`` or ``stopped``; files_changed: this run
     changed a file of the daemon; restart_on_change: restart a running daemon
     whose files changed; drop_ins: drop-in files the unit must run with. A
     unit systemd does not know is an error, except in
@@ -77,9 +77,18 @@ def unit_actions(name, state, enabled, wanted, files_changed, restart_on_change,
     step's own unit, in one ``systemctl enable``: one reload of systemd for
     both): it is neither started nor reloaded, and a unit not loaded or
     masked is left to the step that runs it, which says what is wrong.
+
+    ``stopped`` is a daemon the host no longer needs (munged once every
+    daemon of the cluster speaks auth/slurm): disabled at boot and stopped
+    (``enabled`` is not read). A unit systemd does not know needs nothing.
     """
     if wanted not in STATES:
         return [], "service.state: %r is not one of %s" % (wanted, ", ".join(STATES))
+    if wanted == "stopped":
+        if state.get("LoadState") != "loaded":
+            return [], None
+        actions = ["disable"] if state.get("UnitFileState") in ("enabled", "enabled-runtime") else []
+        return actions + (["stop"] if state.get("ActiveState") in RUNNING else []), None
     if wanted == "enabled":
         if state.get("LoadState") != "loaded" or state.get("UnitFileState") == "masked":
             return [], None
@@ -123,7 +132,7 @@ def step_commands(planned):
     if not enable and any("daemon-reload" in verbs for _name, verbs in planned):
         commands.append(("daemon-reload", []))
     for name, verbs in planned:
-        commands.extend((verb, [name]) for verb in verbs if verb in ("start", "restart"))
+        commands.extend((verb, [name]) for verb in verbs if verb in ("disable", "stop", "start", "restart"))
     return commands
 
 

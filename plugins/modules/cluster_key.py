@@ -12,7 +12,8 @@ module: cluster_key
 short_description: Create a cluster key on its source host when it has none, and read it, in one step
 description:
   - When O(path) does not exist, writes O(size) random bytes there (C(os.urandom)), readable by its owner only from
-    the first moment (C(0600), the user running the module). An existing key is never changed, whatever its size.
+    the first moment (C(0600), the user running the module), creating its directory (C(0755)) when missing. An
+    existing key is never changed, whatever its size.
   - Returns the key, base64-encoded, so that the other hosts of the cluster install the same key (the munge key, the
     JWT signing key). Run it with C(no_log), as the examples do.
   - One module run where there were two (a command that creates the key, C(ansible.builtin.slurp) that reads it).
@@ -91,8 +92,11 @@ def main():
         result["changed"] = True
         if module.check_mode:
             module.exit_json(**result)
-        if not os.path.isdir(os.path.dirname(path) or "."):
-            module.fail_json(msg="path: the directory of %s does not exist" % path)
+        # A new host may not have the directory yet (/etc/slurm before Slurm's packages): root's, like /etc's.
+        directory = os.path.dirname(path) or "."
+        if not os.path.isdir(directory):
+            os.makedirs(directory)
+            os.chmod(directory, 0o755)
         config_files.write_atomically(module, path, os.urandom(size), ".cluster_key.")
     try:
         with open(path, "rb") as handle:

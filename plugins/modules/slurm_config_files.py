@@ -193,8 +193,10 @@ options:
           - C(enabled) only enables the unit at boot when it is not, and leaves it stopped or running; another step
             runs it, and this one enables it with its own units in one C(systemctl enable) (systemd reloads its
             units once for all of them). A unit systemd does not know, or a masked one, is left to that step.
+          - C(stopped) disables the unit at boot and stops it (a daemon the host no longer needs, such as munged once
+            the cluster authenticates with auth/slurm alone). A unit systemd does not know needs nothing.
         type: str
-        choices: [started, restarted, enabled]
+        choices: [started, restarted, enabled, stopped]
         default: started
       enabled:
         description:
@@ -306,7 +308,7 @@ from ansible_collections.hybridhpc.slurm.plugins.module_utils import config_step
 
 SERVICE_OPTIONS = dict(
     name=dict(type="str", required=True),
-    state=dict(type="str", choices=["started", "restarted", "enabled"], default="started"),
+    state=dict(type="str", choices=["started", "restarted", "enabled", "stopped"], default="started"),
     enabled=dict(type="bool", default=True),
     restart_on_change=dict(type="bool", default=True),
     drop_ins=dict(type="list", elements="path", default=[]),

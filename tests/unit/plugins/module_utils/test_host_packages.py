@@ -112,7 +112,7 @@ def test_the_filter_merges_results_and_ignores_skipped_ones():
     assert slurm_packages_newly_installed({}, ["slurmd"]) == []
     assert set(FilterModule().filters()) == {
         "slurm_packages", "slurm_host_packages", "slurm_packages_covered", "slurm_packages_newly_installed",
-        "slurm_packages_fresh", "slurm_login_sackd", "slurm_units_enabled_with_munge", "slurm_packages_missing",
+        "slurm_packages_fresh", "slurm_login_sackd", "slurm_auth_sackd", "slurm_units_enabled_with_munge", "slurm_packages_missing",
         "slurm_host_apt_sources", "slurm_apptainer_fallback_files",
     }
 

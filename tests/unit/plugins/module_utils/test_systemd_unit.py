@@ -84,7 +84,28 @@ def test_a_masked_unit_fails_naming_the_fix():
 
 def test_an_unknown_state_is_refused():
     assert actions(RUNNING, wanted="reloaded")[1] == (
-        "service.state: 'reloaded' is not one of started, restarted, enabled")
+        "service.state: 'reloaded' is not one of started, restarted, enabled, stopped")
+
+
+@pytest.mark.parametrize("state, expected", [
+    # A daemon the host no longer needs (munged once the cluster speaks auth/slurm alone): disabled, then stopped.
+    (RUNNING, ["disable", "stop"]),
+    (dict(RUNNING, UnitFileState="static"), ["stop"]),
+    (dict(RUNNING, ActiveState="activating"), ["disable", "stop"]),
+    (dict(STOPPED, UnitFileState="enabled"), ["disable"]),
+    (STOPPED, []),
+    # Not installed: nothing to stop, in check mode too.
+    ({"LoadState": "not-found", "ActiveState": "inactive"}, []),
+])
+def test_a_unit_wanted_stopped_is_disabled_and_stopped(state, expected):
+    for check_mode in (False, True):
+        for enabled in (True, False):
+            assert systemd_unit.unit_actions("munge", state, enabled, "stopped", True, True, check_mode) == (expected, None)
+
+
+def test_a_stop_and_a_disable_run_in_the_steps_order():
+    planned = [("slurmd", ["restart"]), ("sackd", ["disable", "stop"])]
+    assert systemd_unit.step_commands(planned) == [("restart", ["slurmd"]), ("disable", ["sackd"]), ("stop", ["sackd"])]
 
 
 @pytest.mark.parametrize("state, enabled, expected", [

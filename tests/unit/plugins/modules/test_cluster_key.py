@@ -65,6 +65,11 @@ def test_a_short_key_size_is_refused_by_name(run_module, tmp_path):
     assert not (tmp_path / "k").exists()
 
 
-def test_a_missing_directory_fails_with_the_path(run_module, tmp_path):
+def test_a_missing_directory_is_made_for_the_key(run_module, tmp_path):
+    # /etc/slurm on a new source host, before Slurm's packages create it.
     result = run_module({"path": str(tmp_path / "none" / "k"), "size": 32})
-    assert result["failed"] and "none" in result["msg"]
+    assert result["changed"] and (tmp_path / "none" / "k").stat().st_size == 32
+    assert os.stat(tmp_path / "none").st_mode & 0o777 == 0o755
+    assert not (tmp_path / "other").exists() and run_module({"path": str(tmp_path / "other" / "k"), "size": 32},
+                                                            check_mode=True)["changed"]
+    assert not (tmp_path / "other").exists()
