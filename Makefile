@@ -405,7 +405,7 @@ k8s-bin-dir:
 
 k8s-test: deps k8s-bin
 	@echo "make: pytest the control plane (etcd, kube-apiserver, kube-scheduler, kwok on 127.0.0.1) from $(K8S_BIN_DIR)"
-	@HYBRIDHPC_K8S_BIN=$(K8S_BIN_DIR) $(BIN)/pytest -q --basetemp=$(ROOT)/.cache/pytest-k8s tests/k8s_control_plane
+	@mkdir -p $(ROOT)/.cache; HYBRIDHPC_K8S_BIN=$(K8S_BIN_DIR) $(BIN)/pytest -q --basetemp=$(ROOT)/.cache/pytest-k8s tests/k8s_control_plane
 
 clean: lab-down
 	@rm -rf $(VENV) .collections .cache build .lab-image*
