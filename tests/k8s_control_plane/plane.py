@@ -72,10 +72,10 @@ def free_ports(count: int) -> list[int]:
     """``count`` distinct TCP ports free on 127.0.0.1 now (held open together, so none repeats)."""
     sockets = []
     try:
-        for _ in range(count):
+        while len(sockets) < count:
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((LOOPBACK, 0))
             sockets.append(s)
+            s.bind((LOOPBACK, 0))
         return [s.getsockname()[1] for s in sockets]
     finally:
         for s in sockets:
@@ -273,7 +273,7 @@ class ControlPlane:
             "--unsafe-no-fsync=true",
             "--log-outputs=stderr",
         ])
-        self._wait("etcd", lambda: self._etcd_healthy())
+        self._wait("etcd", self._etcd_healthy)
 
         self._spawn("kube-apiserver", [
             "--advertise-address=%s" % LOOPBACK,

@@ -238,7 +238,7 @@ def test_a_kwok_node_becomes_ready_and_the_scheduler_binds_a_pod_to_it(core, nam
         assert p.spec.node_name is None and p.status.phase == "Pending"
 
     # The copilot's node reads and its one Node write (a merge patch of one annotation).
-    nodes, _ = copilot_kube.list_objects(copilot_kube_module.NODES)
+    nodes = copilot_kube.list_objects(copilot_kube_module.NODES)[0]
     assert {node_name, other_name} <= {n["metadata"]["name"] for n in nodes}
     annotated = copilot_kube.annotate_node(node_name, "hybridhpc.io/test", "yes")
     assert annotated["metadata"]["annotations"]["hybridhpc.io/test"] == "yes"
@@ -324,7 +324,7 @@ def test_a_watch_from_before_an_etcd_compaction_gets_410_gone(uncached_plane):
 def test_the_watch_cache_serves_a_watch_etcd_has_compacted(control_plane, custom, copilot_kube):
     """Why the test above turns the watch cache off: with it on (the default), a compaction alone expires nothing."""
     name = unique("cached")
-    old_rv, _ = write_three_ledgers(copilot_kube, custom, name)
+    old_rv = write_three_ledgers(copilot_kube, custom, name)[0]
     assert control_plane.compact_etcd() > int(old_rv)
     assert control_plane.etcd_compacted(int(old_rv))
     assert replay(copilot_kube, name, old_rv) == EXPECTED_REPLAY
