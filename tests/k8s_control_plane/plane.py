@@ -154,6 +154,16 @@ def kubeconfig_text(server: str, ca_path: Path, user: str, token: str) -> str:
 # -- processes --------------------------------------------------------------------------
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the test process dies, even killed (Linux's PR_SET_PDEATHSIG)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: stop() is then the only way they end
+
+
 @dataclass
 class Process:
     """One daemon of the control plane, its output in ``log``."""
@@ -167,7 +177,7 @@ class Process:
     def start(self) -> None:
         with open(self.log, "ab") as out:
             self.popen = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                          env=self.env, start_new_session=True)
+                                          env=self.env, start_new_session=True, preexec_fn=_die_with_parent)
 
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
@@ -349,11 +359,11 @@ class ControlPlane:
         self.stop()
 
     def check_alive(self) -> None:
-        """Fail, with the logs, if a process of the control plane has exited."""
+        """Fail if a process of the control plane has exited (:meth:`log_tails` tells why)."""
         dead = [p for p in self.processes if not p.alive()]
         if dead:
-            raise ControlPlaneError("%s exited (%s)\n%s" % (
-                ", ".join(p.name for p in dead), ", ".join(str(p.popen.returncode) for p in dead if p.popen), self.log_tails()))
+            raise ControlPlaneError("%s exited (status %s)" % (
+                ", ".join(p.name for p in dead), ", ".join(str(p.popen.returncode) for p in dead if p.popen)))
 
     def log_tails(self, lines: int = LOG_TAIL) -> str:
         return "\n".join("---- %s (%s), last %d lines:\n%s" % (p.name, p.log, lines, p.tail(lines)) for p in self.processes)
