@@ -385,7 +385,7 @@ matrix-ee: ee $(COLL_LINK)
 # A real Kubernetes control plane for tests (tests/k8s_control_plane: etcd,
 # kube-apiserver, kube-scheduler and kwok on 127.0.0.1), built from the Go
 # module proxy by make k8s-bin, once per machine, into K8S_BIN_DIR (keyed by
-# the versions; about 25 minutes cold on 2 shared cores, nothing when cached).
+# the versions; 397-440 s cold on 2 shared cores, nothing when cached: README).
 # The versions are pinned here, and lab/k8s-bin/build.sh checks that the
 # wrapper modules' go.mod and go.sum (lab/k8s-bin/{kubernetes,etcd,kwok}) build
 # exactly these: kubernetes at K8S_VERSION with every staging module at its
