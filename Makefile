@@ -23,7 +23,7 @@ LAB_CTL := onprem-ctl1
 LAB_SUITE ?= trixie
 LAB_IMAGE_FILE := $(if $(filter trixie,$(LAB_SUITE)),.lab-image,.lab-image-$(LAB_SUITE))
 
-.PHONY: test-main test-matrix matrix-converge property rules bench-exporter matrix matrix-2.18 matrix-2.18-checks matrix-2.18-converge matrix-2.19 lab lab-down lab-status test lint typecheck sanity unit integration molecule molecule-majors bench bench-power bench-converge build ee-context ee matrix-ee deps docker image clean
+.PHONY: test-main test-matrix matrix-converge property rules bench-exporter matrix matrix-2.18 matrix-2.18-checks matrix-2.18-converge matrix-2.19 lab lab-down lab-status test lint typecheck sanity unit integration molecule molecule-majors bench bench-power bench-converge build ee-context ee matrix-ee deps docker image clean k8s-bin k8s-bin-dir k8s-test
 
 $(VENV)/.stamp: requirements-dev.txt
 	@echo "make: python venv with pinned tools"
@@ -381,6 +381,31 @@ matrix-ee: ee $(COLL_LINK)
 	@rc=0; for leg in $(EE_LEGS); do \
 	  lab/ee/matrix.sh "$$leg" "$(EE_STEPS)" || rc=1; \
 	done; exit $$rc
+
+# A real Kubernetes control plane for tests (tests/k8s_control_plane: etcd,
+# kube-apiserver, kube-scheduler and kwok on 127.0.0.1), built from the Go
+# module proxy by make k8s-bin, once per machine, into K8S_BIN_DIR (keyed by
+# the versions; 397-440 s cold on 2 shared cores, nothing when cached: README).
+# The versions are pinned here, and lab/k8s-bin/build.sh checks that the
+# wrapper modules' go.mod and go.sum (lab/k8s-bin/{kubernetes,etcd,kwok}) build
+# exactly these: kubernetes at K8S_VERSION with every staging module at its
+# v0 release (v1.37.2 -> v0.37.2), etcd's server and sibling modules at
+# ETCD_VERSION, kwok at KWOK_VERSION (its own k8s.io v0.36 libraries).
+K8S_VERSION := v1.37.2
+ETCD_VERSION := v3.6.17
+KWOK_VERSION := v0.8.0
+K8S_BIN_DIR := $(HOME)/.cache/hybridhpc/k8s-bin/k8s-$(K8S_VERSION)-etcd-$(ETCD_VERSION)-kwok-$(KWOK_VERSION)
+
+k8s-bin:
+	@K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) KWOK_VERSION=$(KWOK_VERSION) lab/k8s-bin/build.sh $(K8S_BIN_DIR)
+
+# Where the binaries are (the test fixture asks, when HYBRIDHPC_K8S_BIN is unset).
+k8s-bin-dir:
+	@echo $(K8S_BIN_DIR)
+
+k8s-test: deps k8s-bin
+	@echo "make: pytest the control plane (etcd, kube-apiserver, kube-scheduler, kwok on 127.0.0.1) from $(K8S_BIN_DIR)"
+	@mkdir -p $(ROOT)/.cache; HYBRIDHPC_K8S_BIN=$(K8S_BIN_DIR) $(BIN)/pytest -q --basetemp=$(ROOT)/.cache/pytest-k8s tests/k8s_control_plane
 
 clean: lab-down
 	@rm -rf $(VENV) .collections .cache build .lab-image*
