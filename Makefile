@@ -23,6 +23,20 @@ LAB_CTL := onprem-ctl1
 LAB_SUITE ?= trixie
 LAB_IMAGE_FILE := $(if $(filter trixie,$(LAB_SUITE)),.lab-image,.lab-image-$(LAB_SUITE))
 
+# A real Kubernetes control plane for tests (tests/k8s_control_plane: etcd,
+# kube-apiserver, kube-scheduler and kwok on 127.0.0.1), built from the Go
+# module proxy by make k8s-bin, once per machine, into K8S_BIN_DIR (keyed by
+# the versions; 397-440 s cold on 2 shared cores, nothing when cached: README).
+# The versions are pinned here, and lab/k8s-bin/build.sh checks that the
+# wrapper modules' go.mod and go.sum (lab/k8s-bin/{kubernetes,etcd,kwok}) build
+# exactly these: kubernetes at K8S_VERSION with every staging module at its
+# v0 release (v1.37.2 -> v0.37.2), etcd's server and sibling modules at
+# ETCD_VERSION, kwok at KWOK_VERSION (its own k8s.io v0.36 libraries).
+K8S_VERSION := v1.37.2
+ETCD_VERSION := v3.6.17
+KWOK_VERSION := v0.8.0
+K8S_BIN_DIR := $(HOME)/.cache/hybridhpc/k8s-bin/k8s-$(K8S_VERSION)-etcd-$(ETCD_VERSION)-kwok-$(KWOK_VERSION)
+
 .PHONY: test-main test-matrix matrix-converge property rules bench-exporter matrix matrix-2.18 matrix-2.18-checks matrix-2.18-converge matrix-2.19 lab lab-down lab-status test lint typecheck sanity unit integration molecule molecule-majors bench bench-power bench-converge build ee-context ee matrix-ee deps docker image clean k8s-bin k8s-bin-dir k8s-test
 
 $(VENV)/.stamp: requirements-dev.txt
@@ -112,7 +126,7 @@ LAB_CHAIN := federation upgrade
 BACKGROUND_LAST := single_node
 BACKGROUND_SCENARIOS := $(BACKGROUND_FIRST) $(LAB_CHAIN) $(BACKGROUND_LAST)
 MAIN_SCENARIOS = $(filter-out $(BACKGROUND_SCENARIOS),$(MOLECULE_SCENARIOS))
-test-main: lint typecheck sanity unit rules integration
+test-main: lint typecheck sanity unit k8s-test rules integration
 	@date +'make: %T test-main: molecule $(MAIN_SCENARIOS)'; $(MAKE) --no-print-directory molecule MOLECULE_SCENARIOS="$(MAIN_SCENARIOS)"
 	@date +'make: %T test-main: done'
 
@@ -202,14 +216,15 @@ HANDOFF := $(ROOT)/.cache/lab-handoff
 # clock; the longest, lifecycle, takes about 18 minutes in CI. The lock wait is
 # not counted.
 MOLECULE_TIMEOUT ?= 2700
-molecule: deps image
+# colocation runs etcd and kube-apiserver from make k8s-bin in its controller container.
+molecule: deps image $(if $(filter colocation,$(MOLECULE_SCENARIOS)),k8s-bin)
 	@mkdir -p $(LOCKS); rm -rf $(HANDOFF); handoff=; \
 	 case " $(MOLECULE_SCENARIOS) " in *" lifecycle "*"faults "*) handoff=$(HANDOFF) ;; esac; \
 	 for s in $(MOLECULE_SCENARIOS); do \
 	  case $$s in federation|upgrade) lock=lab ;; faults) lock=lifecycle ;; *) lock=$$s ;; esac; \
 	  echo "make: $$(date +%T) molecule test -s $$s ($(LAB_SUITE))"; \
 	  start=$$(date +%s); \
-	  (cd extensions && HYBRIDHPC_LAB_HANDOFF=$$handoff HYBRIDHPC_LAB_CONVERGED=$(HYBRIDHPC_LAB_CONVERGED) HYBRIDHPC_LAB_IMAGE=$$(cat ../$(LAB_IMAGE_FILE)) \
+	  (cd extensions && HYBRIDHPC_K8S_BIN=$(K8S_BIN_DIR) HYBRIDHPC_LAB_HANDOFF=$$handoff HYBRIDHPC_LAB_CONVERGED=$(HYBRIDHPC_LAB_CONVERGED) HYBRIDHPC_LAB_IMAGE=$$(cat ../$(LAB_IMAGE_FILE)) \
 	   flock $(LOCKS)/$$lock.lock timeout -k 60 $(MOLECULE_TIMEOUT) $(BIN)/molecule test -s $$s) \
 	   || { rc=$$?; [ $$rc -ne 124 ] || echo "make: molecule scenario $$s ran past $(MOLECULE_TIMEOUT)s (MOLECULE_TIMEOUT) and was stopped"; exit 1; }; \
 	  echo "make: molecule scenario $$s passed in $$(( $$(date +%s) - start ))s"; \
@@ -381,20 +396,6 @@ matrix-ee: ee $(COLL_LINK)
 	@rc=0; for leg in $(EE_LEGS); do \
 	  lab/ee/matrix.sh "$$leg" "$(EE_STEPS)" || rc=1; \
 	done; exit $$rc
-
-# A real Kubernetes control plane for tests (tests/k8s_control_plane: etcd,
-# kube-apiserver, kube-scheduler and kwok on 127.0.0.1), built from the Go
-# module proxy by make k8s-bin, once per machine, into K8S_BIN_DIR (keyed by
-# the versions; 397-440 s cold on 2 shared cores, nothing when cached: README).
-# The versions are pinned here, and lab/k8s-bin/build.sh checks that the
-# wrapper modules' go.mod and go.sum (lab/k8s-bin/{kubernetes,etcd,kwok}) build
-# exactly these: kubernetes at K8S_VERSION with every staging module at its
-# v0 release (v1.37.2 -> v0.37.2), etcd's server and sibling modules at
-# ETCD_VERSION, kwok at KWOK_VERSION (its own k8s.io v0.36 libraries).
-K8S_VERSION := v1.37.2
-ETCD_VERSION := v3.6.17
-KWOK_VERSION := v0.8.0
-K8S_BIN_DIR := $(HOME)/.cache/hybridhpc/k8s-bin/k8s-$(K8S_VERSION)-etcd-$(ETCD_VERSION)-kwok-$(KWOK_VERSION)
 
 k8s-bin:
 	@K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) KWOK_VERSION=$(KWOK_VERSION) lab/k8s-bin/build.sh $(K8S_BIN_DIR)

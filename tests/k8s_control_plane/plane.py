@@ -51,6 +51,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kubectl", "kwok")
+# What a ControlPlane runs by default (kubectl is for the tests).
+COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kwok")
 KWOK_STAGES = ("node-initialize", "node-heartbeat", "pod-ready", "pod-complete", "pod-delete")
 LOOPBACK = "127.0.0.1"
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
@@ -61,10 +63,12 @@ class ControlPlaneError(RuntimeError):
     """The control plane did not start, or a process of it died."""
 
 
-def missing_binaries(bin_dir: Path) -> list[str]:
-    """What make k8s-bin should have put in ``bin_dir`` and did not."""
-    missing = [name for name in BINARIES if not os.access(bin_dir / name, os.X_OK)]
-    missing += ["kwok-stages/%s.yaml" % s for s in KWOK_STAGES if not (bin_dir / "kwok-stages" / ("%s.yaml" % s)).is_file()]
+def missing_binaries(bin_dir: Path, components: tuple[str, ...] = BINARIES) -> list[str]:
+    """What make k8s-bin should have put in ``bin_dir`` (for ``components``) and did not."""
+    missing = [name for name in BINARIES if name in components and not os.access(bin_dir / name, os.X_OK)]
+    if "kwok" in components:
+        missing += ["kwok-stages/%s.yaml" % s for s in KWOK_STAGES
+                    if not (bin_dir / "kwok-stages" / ("%s.yaml" % s)).is_file()]
     return missing
 
 
@@ -90,8 +94,8 @@ def _write_private(path: Path, data: bytes) -> None:
     path.chmod(0o600)
 
 
-def make_pki(directory: Path) -> dict[str, Path]:
-    """A CA, a serving certificate signed by it for 127.0.0.1 and localhost, and a service-account key pair."""
+def make_pki(directory: Path, addresses: tuple[str, ...] = ()) -> dict[str, Path]:
+    """A CA, a serving certificate signed by it for 127.0.0.1, localhost and ``addresses``, and a service-account key pair."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -122,8 +126,9 @@ def make_pki(directory: Path) -> dict[str, Path]:
         .serial_number(x509.random_serial_number()).not_valid_before(not_before).not_valid_after(not_after)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(LOOPBACK)), x509.DNSName("localhost")]),
-                       critical=False)
+        .add_extension(x509.SubjectAlternativeName(
+            [x509.IPAddress(ipaddress.ip_address(a)) for a in dict.fromkeys((LOOPBACK, *addresses))]
+            + [x509.DNSName("localhost")]), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
@@ -139,12 +144,14 @@ def make_pki(directory: Path) -> dict[str, Path]:
     return paths
 
 
-def kubeconfig_text(server: str, ca_path: Path, user: str, token: str) -> str:
-    """A kubeconfig (JSON, which is YAML) for ``user`` with a bearer ``token``."""
+def kubeconfig_text(server: str, ca_path: Path, user: str, token: str, embed_ca: bool = False) -> str:
+    """A kubeconfig (JSON, which is YAML) for ``user`` with a bearer ``token`` (the CA inline with ``embed_ca``)."""
+    ca = ({"certificate-authority-data": base64.b64encode(ca_path.read_bytes()).decode()} if embed_ca
+          else {"certificate-authority": str(ca_path)})
     return json.dumps({
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "hybridhpc-test", "cluster": {"server": server, "certificate-authority": str(ca_path)}}],
+        "clusters": [{"name": "hybridhpc-test", "cluster": dict({"server": server}, **ca)}],
         "users": [{"name": user, "user": {"token": token}}],
         "contexts": [{"name": "hybridhpc-test", "context": {"cluster": "hybridhpc-test", "user": user}}],
         "current-context": "hybridhpc-test",
@@ -211,8 +218,15 @@ class ControlPlane:
     """
 
     def __init__(self, bin_dir: Path | str, *, etcd_compaction_interval: str = "0", watch_cache: bool = True,
-                 ready_timeout: float = 60.0, stop_timeout: float = 15.0, apiserver_args: tuple[str, ...] = ()):
+                 ready_timeout: float = 60.0, stop_timeout: float = 15.0, apiserver_args: tuple[str, ...] = (),
+                 address: str = LOOPBACK, apiserver_port: int | None = None, components: tuple[str, ...] = COMPONENTS):
+        """``address``: where kube-apiserver listens and what it advertises (127.0.0.1; a lab container's own
+        address when the lab's hosts talk to it, see serve()); etcd, the scheduler and kwok stay on loopback.
+        ``components``: etcd and kube-apiserver always, kube-scheduler and kwok when named."""
         self.bin_dir = Path(bin_dir)
+        self.address = address
+        self.fixed_apiserver_port = apiserver_port
+        self.components = tuple(components)
         self.etcd_compaction_interval = etcd_compaction_interval
         self.watch_cache = watch_cache
         self.ready_timeout = ready_timeout
@@ -227,7 +241,7 @@ class ControlPlane:
     # -- what clients need -----------------------------------------------------
     @property
     def server(self) -> str:
-        return "https://%s:%d" % (LOOPBACK, self.apiserver_port)
+        return "https://%s:%d" % (self.address, self.apiserver_port)
 
     @property
     def ca_path(self) -> Path:
@@ -237,16 +251,17 @@ class ControlPlane:
     def etcd_url(self) -> str:
         return "http://%s:%d" % (LOOPBACK, self.etcd_port)
 
-    def write_kubeconfig(self, path: Path | str, user: str = "admin", token: str | None = None) -> Path:
+    def write_kubeconfig(self, path: Path | str, user: str = "admin", token: str | None = None,
+                         embed_ca: bool = False) -> Path:
         """A kubeconfig for the admin (system:masters), or for ``user`` with ``token``, at ``path``."""
         path = Path(path)
-        path.write_text(kubeconfig_text(self.server, self.ca_path, user, token or self.admin_token))
+        path.write_text(kubeconfig_text(self.server, self.ca_path, user, token or self.admin_token, embed_ca))
         path.chmod(0o600)
         return path
 
     # -- lifecycle -------------------------------------------------------------
     def start(self) -> ControlPlane:
-        missing = missing_binaries(self.bin_dir)
+        missing = missing_binaries(self.bin_dir, self.components)
         if missing:
             raise ControlPlaneError("%s lacks %s: run `make k8s-bin` first" % (self.bin_dir, ", ".join(missing)))
         self.work_dir = Path(tempfile.mkdtemp(prefix="hybridhpc-k8s-"))
@@ -265,7 +280,9 @@ class ControlPlane:
         w = self.work_dir
         (self.etcd_port, self.etcd_peer_port, self.apiserver_port, self.scheduler_port,
          self.kwok_port) = free_ports(5)
-        self._pki = make_pki(w)
+        if self.fixed_apiserver_port:
+            self.apiserver_port = self.fixed_apiserver_port
+        self._pki = make_pki(w, (self.address,))
         tokens = w / "tokens.csv"
         # token,user,uid,"group,..."; the scheduler is the user the bootstrap policy binds system:kube-scheduler to.
         tokens.write_text('%s,admin,admin,"system:masters"\n%s,system:kube-scheduler,system:kube-scheduler\n'
@@ -286,8 +303,8 @@ class ControlPlane:
         self._wait("etcd", self._etcd_healthy)
 
         self._spawn("kube-apiserver", [
-            "--advertise-address=%s" % LOOPBACK,
-            "--bind-address=%s" % LOOPBACK,
+            "--advertise-address=%s" % self.address,
+            "--bind-address=%s" % self.address,
             # A loopback address cannot be the kubernetes Service's endpoint (validation refuses it): none is kept.
             "--endpoint-reconciler-type=none",
             "--secure-port=%d" % self.apiserver_port,
@@ -314,6 +331,14 @@ class ControlPlane:
             *self.apiserver_args,
         ])
         self._wait("kube-apiserver", lambda: self._https_ok(self.apiserver_port, "/readyz", self.admin_token, verify=True))
+        if "kube-scheduler" in self.components:
+            self._start_scheduler()
+        if "kwok" in self.components:
+            self._start_kwok()
+
+    def _start_scheduler(self) -> None:
+        assert self.work_dir is not None
+        w = self.work_dir
 
         scheduler_kubeconfig = self.write_kubeconfig(w / "kube-scheduler.kubeconfig", "system:kube-scheduler", self._scheduler_token)
         self._spawn("kube-scheduler", [
@@ -329,6 +354,10 @@ class ControlPlane:
         # /readyz (its informers synced: it can read what it needs) is on the scheduler's always-allowed paths;
         # its serving certificate is self-signed for the run.
         self._wait("kube-scheduler", lambda: self._https_ok(self.scheduler_port, "/readyz", None, verify=False))
+
+    def _start_kwok(self) -> None:
+        assert self.work_dir is not None
+        w = self.work_dir
 
         kwok_kubeconfig = self.write_kubeconfig(w / "kwok.kubeconfig", "system:kwok", self._kwok_token)
         kwok_config = w / "kwok.yaml"
@@ -443,7 +472,8 @@ class ControlPlane:
             context = ssl.create_default_context()
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
-        conn = http.client.HTTPSConnection(LOOPBACK, port, timeout=2, context=context)
+        host = self.address if port == self.apiserver_port else LOOPBACK
+        conn = http.client.HTTPSConnection(host, port, timeout=2, context=context)
         try:
             conn.request("GET", path, headers={"Authorization": "Bearer %s" % token} if token else {})
             response = conn.getresponse()
@@ -460,3 +490,40 @@ class ControlPlane:
             return response.status == 200
         finally:
             conn.close()
+
+
+def serve(argv: list[str] | None = None) -> int:
+    """Run a control plane in the foreground until SIGTERM (a lab container's systemd unit runs it).
+
+    The colocation scenario runs etcd and kube-apiserver this way in its
+    controller container, kube-apiserver on the container's own address, so
+    that the copilot there and Ansible on the lab's host reach it; the admin's
+    kubeconfig (the CA inline) goes to ``--kubeconfig``.
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(description=serve.__doc__.splitlines()[0])
+    parser.add_argument("--bin", required=True, help="make k8s-bin's binaries")
+    parser.add_argument("--address", default=LOOPBACK)
+    parser.add_argument("--port", type=int, default=6443)
+    parser.add_argument("--kubeconfig", required=True, help="where the admin's kubeconfig goes (0600)")
+    parser.add_argument("--components", default="etcd,kube-apiserver")
+    args = parser.parse_args(argv)
+    plane = ControlPlane(args.bin, address=args.address, apiserver_port=args.port,
+                         components=tuple(args.components.split(",")), ready_timeout=120.0)
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    plane.start()
+    try:
+        plane.write_kubeconfig(args.kubeconfig, embed_ca=True)
+        print("control plane at %s (%s)" % (plane.server, ", ".join(p.name for p in plane.processes)), flush=True)
+        while not stopping:
+            plane.check_alive()
+            time.sleep(1)
+    finally:
+        plane.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(serve())
