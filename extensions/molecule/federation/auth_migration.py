@@ -127,6 +127,13 @@ class Lab:
             wait_for("job %s running on %s" % (job, name), lambda c=ctl, j=job: job_state(c, j) == "RUNNING", 90)
         return jobs
 
+    def still_running(self, jobs):
+        """The jobs really ran across the switch: still running once site.yml restarted every daemon."""
+        for name, job in jobs.items():
+            state = job_state(self.clusters[name]["ctl"], job)
+            check(state == "RUNNING", "job %s on %s ended (%s) before the switch was done: it ran across nothing"
+                  % (job, name, state))
+
     def wait_completed(self, jobs):
         for name, job in jobs.items():
             ctl = self.clusters[name]["ctl"]
@@ -159,6 +166,7 @@ def job_state(ctl, job):
 def step_to_auth_slurm(lab):
     jobs = lab.jobs_across()
     out = lab.converge("-e", "slurm_auth_type=slurm")
+    lab.still_running(jobs)
     for ctl in (e["ctl"] for e in lab.clusters.values()):
         auth, alt = lab.auth(ctl)
         check(auth == "auth/slurm" and "auth/munge" in alt, "%s runs %s, accepting %s" % (ctl, auth, alt))
@@ -193,6 +201,7 @@ def step_auth_slurm_alone(lab):
 def step_back_to_munge(lab):
     jobs = lab.jobs_across()
     lab.converge()
+    lab.still_running(jobs)
     for ctl in (e["ctl"] for e in lab.clusters.values()):
         auth, alt = lab.auth(ctl)
         check(auth == "auth/munge" and "auth/slurm" in alt, "%s runs %s, accepting %s" % (ctl, auth, alt))
