@@ -28,59 +28,20 @@ import json
 import os
 import pathlib
 import re
-import subprocess
 import sys
 import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lifecycle"))
+# The lifecycle steps' lab helpers: checks, docker exec, waits, scontrol show config, PLAY RECAP counts.
+from steps import StepFailed, changed_counts, check, config_value, dexec, run, wait_for  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 BIN = pathlib.Path(sys.executable).parent
 
 
-class StepFailed(AssertionError):
-    pass
-
-
-def check(condition, message):
-    if not condition:
-        raise StepFailed(message)
-
-
-def run(cmd, timeout=120, **kwargs):
-    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, check=False, **kwargs)
-
-
-def dexec(host, *cmd, timeout=120, ok=True):
-    res = run(["docker", "exec", host, *cmd], timeout=timeout)
-    if ok:
-        check(res.returncode == 0, "docker exec %s %s: %s%s" % (host, " ".join(cmd), res.stdout, res.stderr))
-    return res.stdout.strip()
-
-
-def wait_for(what, probe, timeout, interval=2.0):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(interval)
-    raise StepFailed("%s: not within %ss (last: %r)" % (what, timeout, last))
-
-
-def config_value(host, key):
-    for line in dexec(host, "scontrol", "show", "config", timeout=60).splitlines():
-        if line.split("=", 1)[0].strip() == key:
-            return line.split("=", 1)[1].strip()
-    return None
-
-
 def unit_state(host, name):
     out = dexec(host, "systemctl", "show", "-p", "ActiveState", "-p", "UnitFileState", name, ok=False)
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-
-
-def changed_counts(output):
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)", output, re.M)}
 
 
 class Lab:
