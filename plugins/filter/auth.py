@@ -29,7 +29,8 @@ def slurm_auth_alt_types(auth, jwt):
 def slurm_auth_problems(inputs):
     """What the first play refuses in the cluster's authentication inputs.
 
-    inputs: auth_type, key_b64, config, dbd_config, major (the cluster's, may be empty), and for every
+    inputs: auth_type, key_b64, config, dbd_config, key_source_host and play_hosts (where slurm.key is made), major
+    (the cluster's, may be empty), and for every
     controller of the inventory its cluster (clusters), slurm_auth_type (cluster_auth_types) and
     slurm_auth_key_b64 (cluster_keys), in the same order. With paths_missing (the host's facts step) and host, also
     TLSType where that host's Slurm lacks it."""
@@ -39,7 +40,8 @@ def slurm_auth_problems(inputs):
                                     inputs.get("cluster_keys") or []):
         clusters.setdefault(name, {"auth_type": auth_type, "key_b64": key})
     problems = (auth_plan.input_problems(inputs.get("auth_type"), inputs.get("key_b64"), inputs.get("config"),
-                                         inputs.get("dbd_config"))
+                                         inputs.get("dbd_config"), inputs.get("key_source_host"),
+                                         inputs.get("play_hosts"))
                 + auth_plan.major_problems(inputs.get("auth_type"), inputs.get("major"))
                 + auth_plan.federation_problems(clusters))
     if "paths_missing" in inputs:

@@ -59,9 +59,14 @@ def _major_tuple(major):
         return None
 
 
-def input_problems(auth_type, key_b64, config=None, dbd_config=None):
+def input_problems(auth_type, key_b64, config=None, dbd_config=None, key_source_host=None, play_hosts=None):
     """The first play's checks of one cluster's authentication inputs (no host needed)."""
     problems = []
+    if auth_type == "slurm" and not key_b64 and play_hosts is not None and key_source_host not in play_hosts:
+        problems.append(
+            "slurm_auth_key_source_host: %r is not a host of this run, and slurm_auth_key_b64 is empty: no host "
+            "can make or read slurm.key; name a controller of the play, or give the key in slurm_auth_key_b64"
+            % (key_source_host,))
     if auth_type not in TYPES:
         problems.append(
             "slurm_auth_type: %r is not an authentication type; give 'munge' (the default) or 'slurm' "

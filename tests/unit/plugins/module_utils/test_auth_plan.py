@@ -158,6 +158,11 @@ def test_bad_inputs_name_the_variable_and_the_fix():
     assert own[0].startswith("slurm_config.authtype: the collection sets it from slurm_auth_type")
     assert own[1].startswith("slurmdbd_config.CredType:")
     assert auth_plan.input_problems("slurm", KEY, {"AuthInfo": "x"}) == []
+    away = auth_plan.input_problems("slurm", "", key_source_host="ctl9", play_hosts=["ctl1", "c1"])
+    assert away[0].startswith("slurm_auth_key_source_host: 'ctl9' is not a host of this run")
+    assert auth_plan.input_problems("slurm", KEY, key_source_host="ctl9", play_hosts=["ctl1"]) == []
+    assert auth_plan.input_problems("slurm", "", key_source_host="ctl1", play_hosts=["ctl1"]) == []
+    assert auth_plan.input_problems("munge", "", key_source_host="ctl9", play_hosts=["ctl1"]) == []
 
 
 def test_auth_slurm_needs_slurm_23_11():
