@@ -139,6 +139,8 @@ def credentials():
     )
     inputs = {
         "slurm_munge_key.yml": {"munge_key_b64": base64.b64encode(os.urandom(1024)).decode()},
+        # Injected on a MUNGE cluster too (a site's template carries it): unused there, never shown.
+        "slurm_auth_key.yml": {"slurm_auth_key_b64": base64.b64encode(os.urandom(1024)).decode()},
         "slurm_accounting_database.yml": {"slurmdbd_storage_pass": random_password()},
         "slurmrestd_jwt_key.yml": {"slurmrestd_jwt_key_b64": base64.b64encode(os.urandom(64)).decode()},
         "kubeconfig.yml": {"kubeconfig": kubeconfig},

@@ -140,6 +140,7 @@ def test_injected_env_var_is_read_by_something(type_file, name):
 
 SAMPLE_INPUTS = {
     "munge_key_b64": "bXVuZ2Uta2V5LWJ5dGVzLWZvci10aGUtdGVzdC1vZi10aGUtaW5qZWN0b3JzISE=",
+    "slurm_auth_key_b64": "c2x1cm0ta2V5LWJ5dGVzLWZvci10aGUtdGVzdC1vZi10aGUtaW5qZWN0b3JzISE=",
     "slurmdbd_storage_pass": "s3cretPassw0rd",
     "slurmrestd_jwt_key_b64": "and0LWtleS1ieXRlcy1mb3ItdGhlLXRlc3Qtb2YtdGhlLWluamVjdG9ycyEh",
     "kubeconfig": "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\ncurrent-context: ''\n",
