@@ -95,7 +95,7 @@ test: docker deps image
 	 vmstat_pid=; if command -v vmstat >/dev/null; then vmstat -n 30 > $(ROOT)/.cache/vmstat.log 2>/dev/null & vmstat_pid=$$!; fi; \
 	 setsid $(MAKE) --no-print-directory test-matrix > $(ROOT)/.cache/test-matrix.log 2>&1 < /dev/null & matrix=$$!; \
 	 echo "make: test-matrix in the background (pid $$matrix, .cache/test-matrix.log)"; \
-	 main=0; $(MAKE) --no-print-directory test-main || main=$$?; \
+	 $(MAKE) --no-print-directory test-main 2>&1 | tee $(ROOT)/.cache/test-main.log; main=$${PIPESTATUS[0]}; \
 	 [ $$main -eq 0 ] || kill -TERM -- -$$matrix 2>/dev/null || true; \
 	 rc=0; wait $$matrix || rc=$$?; \
 	 echo "make: test-matrix (.cache/test-matrix.log):"; cat $(ROOT)/.cache/test-matrix.log; \
@@ -103,8 +103,13 @@ test: docker deps image
 	 awk '$$1 ~ /^[0-9]+$$/ && NR > 3 {n++; us+=$$13; sy+=$$14; id+=$$15; wa+=$$16; st+=$$17} \
 	   END {if (n) printf "make: CPU over %d samples of 30 s: user %.0f%%, system %.0f%%, idle %.0f%%, wait %.0f%%, steal %.0f%%\n", \
 	   n, us/n, sy/n, id/n, wa/n, st/n}' $(ROOT)/.cache/vmstat.log 2>/dev/null || true; \
+	 for chain in main matrix; do $(PY) tests/failures.py $(ROOT)/.cache/test-$$chain.log "test-$$chain"; done; \
 	 echo "make: test-main $$([ $$main -eq 0 ] && echo passed || echo FAILED), test-matrix $$([ $$rc -eq 0 ] && echo passed || echo FAILED), $$(( $$(date +%s) - start ))s in all"; \
 	 [ $$main -eq 0 ] && [ $$rc -eq 0 ] && echo "make: all tests passed"
+
+# Each chain's output is in .cache/test-main.log and .cache/test-matrix.log;
+# the lines that say why a step failed are printed again at the end
+# (tests/failures.py), where CI's tail shows them.
 
 # The two chains, from CI's times (566c142 on 3 December 2026: 82 minutes,
 # over budget) less what has been cut since (the execution environment is
