@@ -125,6 +125,46 @@ def add_lab_users(host: str) -> None:
     docker("exec", host, "sh", "-c", script)
 
 
+# A lab with a directory host (lab_profile: directory) gets those users from
+# Debian's slapd there instead (lab/ldap/setup.sh), and the collection's sssd
+# role points the Slurm hosts at it. What its clients need from the Ansible
+# controller (the CA, SSSD's bind password) is copied here; the inventory
+# reads them from this directory.
+LDAP_DIR = os.path.expanduser("~/.cache/hybridhpc/lab-ldap")
+LDAP_SETUP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ldap", "setup.sh")
+
+
+def setup_directory(host: str) -> None:
+    docker("cp", LDAP_SETUP, f"{host}:/root/lab-ldap-setup.sh")
+    res = docker("exec", host, "sh", "/root/lab-ldap-setup.sh", *(f"{name}:{uid}" for name, uid in LAB_USERS),
+                 check=False)
+    if res.returncode != 0:
+        sys.exit(f"lab: the directory on {host} could not be set up: {(res.stderr or res.stdout).strip()}")
+    os.makedirs(LDAP_DIR, mode=0o700, exist_ok=True)
+    os.chmod(LDAP_DIR, 0o700)
+    for name, mode in (("ca.pem", 0o644), ("bind.pw", 0o600)):
+        content = docker("exec", host, "cat", f"/root/lab-ldap/{name}").stdout
+        path = os.path.join(LDAP_DIR, name)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(content)
+        os.chmod(path, mode)
+    log(f"{host}: slapd with the lab's users {', '.join(name for name, _ in LAB_USERS)} (CA in {LDAP_DIR})")
+
+
+def name_directory_hosts(hosts: dict[str, dict]) -> None:
+    """Docker's DNS names a container only on its own networks: hosts elsewhere (the other cluster, through the
+    peering) get the directory's name in /etc/hosts, as a site's DNS would give it."""
+    for directory in (h for h, v in hosts.items() if v.get("lab_profile") == "directory"):
+        nets = hosts[directory].get("lab_networks") or [DEFAULT_NETWORK]
+        address = container_ip(directory, nets[0])
+        for host, hvars in hosts.items():
+            if host == directory or set(hvars.get("lab_networks") or [DEFAULT_NETWORK]) & set(nets):
+                continue
+            docker("exec", host, "sh", "-c",
+                   f"grep -q ' {directory}$' /etc/hosts || echo '{address} {directory}' >> /etc/hosts")
+
+
 def up(inventory: str, image: str) -> None:
     hosts = load_hosts(inventory)
     cgroup_v1 = image_supports_cgroup_v1(image)
@@ -169,10 +209,14 @@ def up(inventory: str, image: str) -> None:
         for net in nets[1:]:
             docker("network", "connect", "--alias", host, net, host)
     wait_running(hosts)
+    directories = [h for h, v in hosts.items() if v.get("lab_profile") == "directory"]
+    for host in directories:
+        setup_directory(host)
     for host, hvars in hosts.items():
-        if hvars.get("lab_profile") != "router":
+        if not directories and hvars.get("lab_profile") != "router":
             add_lab_users(host)
     route_through_routers(hosts)
+    name_directory_hosts(hosts)
     ssh_setup(hosts)
 
 

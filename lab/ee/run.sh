@@ -54,5 +54,9 @@ if [ "$lab" = yes ]; then
   ssh_dir="$HOME/.cache/hybridhpc/lab-ssh"
   [ -f "$ssh_dir/config" ] || { echo "ee: $ssh_dir/config missing (make lab, or lab/labctl.py up)" >&2; exit 1; }
   args+=(--network host -v "$ssh_dir:$ssh_dir")
+  # The lab directory's CA and SSSD's bind password (lab/labctl.py), which
+  # the inventory reads on the Ansible controller (role sssd).
+  ldap_dir="$HOME/.cache/hybridhpc/lab-ldap"
+  [ ! -d "$ldap_dir" ] || args+=(-v "$ldap_dir:$ldap_dir:ro")
 fi
 exec docker run "${args[@]}" "$image" "$@"

@@ -142,10 +142,14 @@ def credentials():
         # Injected on a MUNGE cluster too (a site's template carries it): unused there, never shown.
         "slurm_auth_key.yml": {"slurm_auth_key_b64": base64.b64encode(os.urandom(1024)).decode()},
         "slurm_accounting_database.yml": {"slurmdbd_storage_pass": random_password()},
+        # The inventory points no host at a directory (no sssd_ldap_uri): unused, never shown.
+        "sssd_ldap_bind.yml": {"sssd_ldap_bind_dn": "cn=sssd,ou=services,dc=example,dc=org",
+                               "sssd_ldap_bind_password": random_password()},
         "slurmrestd_jwt_key.yml": {"slurmrestd_jwt_key_b64": base64.b64encode(os.urandom(64)).decode()},
         "kubeconfig.yml": {"kubeconfig": kubeconfig},
     }
-    secret_values = [v for per_type in inputs.values() for v in per_type.values()] + [token]
+    # Every input is a secret but the bind DN (a name, shown like any inventory value).
+    secret_values = [v for per_type in inputs.values() for k, v in per_type.items() if k != "sssd_ldap_bind_dn"] + [token]
     return inputs, secret_values
 
 

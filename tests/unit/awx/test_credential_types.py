@@ -142,6 +142,8 @@ SAMPLE_INPUTS = {
     "munge_key_b64": "bXVuZ2Uta2V5LWJ5dGVzLWZvci10aGUtdGVzdC1vZi10aGUtaW5qZWN0b3JzISE=",
     "slurm_auth_key_b64": "c2x1cm0ta2V5LWJ5dGVzLWZvci10aGUtdGVzdC1vZi10aGUtaW5qZWN0b3JzISE=",
     "slurmdbd_storage_pass": "s3cretPassw0rd",
+    "sssd_ldap_bind_dn": "cn=sssd,ou=services,dc=example,dc=org",
+    "sssd_ldap_bind_password": "b1ndPassw0rd",
     "slurmrestd_jwt_key_b64": "and0LWtleS1ieXRlcy1mb3ItdGhlLXRlc3Qtb2YtdGhlLWluamVjdG9ycyEh",
     "kubeconfig": "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\ncurrent-context: ''\n",
 }
