@@ -32,6 +32,7 @@ fake is installed on hosts.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sys
 import time
@@ -133,32 +134,32 @@ _NO_LEDGER: Ledger = {}
 def generic_node_from_api(obj: JsonObject, cached: GenericNode | None = None) -> GenericNode:
     """A GenericNode as the decisions read it, from the object as read (kept as ``raw`` for the writes).
 
-    ``cached``: the version before, whose parsed admissions and finalizers
-    stand for this one's when the object holds the very same parts (compacted
-    against the cached version, unchanged parts are the cached ones).
+    ``cached``: the version before, whose parsed admissions stand for this
+    one's when the object holds the very same list (compacted against the
+    cached version, unchanged parts are the cached ones): most new versions
+    change the status alone.
     """
     meta, spec = object_in(obj.get("metadata")), object_in(obj.get("spec"))
-    before_meta = before_spec = None
-    if cached is not None:
-        before_meta, before_spec = object_in(cached.raw.get("metadata")), object_in(cached.raw.get("spec"))
     requests = spec.get(names.SPEC_ADMISSIONS)
-    if cached is not None and before_spec is not None and requests is before_spec.get(names.SPEC_ADMISSIONS):
+    if cached is not None and requests is object_in(cached.raw.get("spec")).get(names.SPEC_ADMISSIONS):
         admissions = cached.admissions
     else:
         admissions = tuple(parse_admission(entry) for entry in requests) if isinstance(requests, list) else ()
     finalizers = meta.get("finalizers")
-    if cached is not None and before_meta is not None and finalizers is before_meta.get("finalizers"):
-        kept_finalizers = cached.finalizers
-    else:
-        kept_finalizers = tuple(str(f) for f in finalizers) if isinstance(finalizers, list) else ()
     raw_status = obj.get("status")
     status = cast(Status, raw_status) if isinstance(raw_status, dict) else _NO_STATUS
     name = str(meta.get("name") or "")
     return GenericNode(
         name=name, resource_version=str(meta.get("resourceVersion") or ""), deleting=bool(meta.get("deletionTimestamp")),
-        finalizers=kept_finalizers, shares=spec.get(names.SPEC_TYPE) == names.NODE_TYPE_SLURM,
-        alias=str(spec.get(names.SPEC_ALIAS) or name), admissions=admissions, ledger=_ledger(status),
-        status=status, raw=obj)
+        finalizers=_finalizers(tuple(str(f) for f in finalizers) if isinstance(finalizers, list) else ()),
+        shares=spec.get(names.SPEC_TYPE) == names.NODE_TYPE_SLURM, alias=str(spec.get(names.SPEC_ALIAS) or name),
+        admissions=admissions, ledger=_ledger(status), status=status, raw=obj)
+
+
+@functools.lru_cache(maxsize=64)
+def _finalizers(finalizers: tuple[str, ...]) -> tuple[str, ...]:
+    """One tuple for all GenericNodes with the same finalizers (nearly all have the copilot's alone)."""
+    return finalizers
 
 
 def _ledger(status: Status) -> Ledger:
