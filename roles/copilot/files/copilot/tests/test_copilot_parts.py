@@ -23,12 +23,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from hybridhpc_copilot import config, core, names, placeholder, tokens, units
 from hybridhpc_copilot._vendor import jwt
 from hybridhpc_copilot.backoff import Backoff
-from hybridhpc_copilot.kube import GENERICNODES, NODES, finalizer_body, ledger_body
 from hybridhpc_copilot.compaction import compact
 from hybridhpc_copilot.executor import Executor, Outcome, _retry_key
 from hybridhpc_copilot.informers import Informer, keep_generic_node
-from hybridhpc_copilot.passes import Copilot, _decided
+from hybridhpc_copilot.kube import GENERICNODES, NODES, finalizer_body, ledger_body
 from hybridhpc_copilot.metrics import LedgerCollector, Metrics, exposition_chunks
+from hybridhpc_copilot.passes import Copilot, _decided
 from hybridhpc_copilot.poller import SlurmPoller, changed_nodes
 from hybridhpc_copilot.slurm import RestSlurm, SlurmRefused, SlurmUnavailable, node_from_rest
 from hybridhpc_copilot.systemd import Notifier

@@ -13,8 +13,8 @@ from fakes.slurm_state import FakeNode, FakeSlurm, SlurmctldDown
 from fakes.slurmrestd import FakeSlurmrestd
 
 from hybridhpc_copilot import core, names
-from hybridhpc_copilot.kube import PODS
 from hybridhpc_copilot.informers import Informer, keep_generic_node
+from hybridhpc_copilot.kube import PODS
 from hybridhpc_copilot.passes import Copilot, Scope
 
 NODES = ("c0", "c1", "c2")
