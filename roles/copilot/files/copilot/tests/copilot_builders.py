@@ -6,6 +6,7 @@ from fakes.slurm_state import FakeSlurm
 from fakes.slurmrestd import FakeSlurmrestd
 
 from hybridhpc_copilot import core, names
+from hybridhpc_copilot.kube import generic_node_from_api
 from hybridhpc_copilot.slurm import RestSlurm
 
 NOW = 1_800_000_000.0
@@ -71,7 +72,7 @@ def pod(name="p1", namespace="default", uid=None, phase="Running"):
 def observed(generic_nodes=(), pods=(), slurm=(), kube_nodes=(), configured=None, now=NOW, slurm_down=False, **settings):
     configured = {"c1": core.Capacity(4, 8000)} if configured is None else configured
     return core.Observed(
-        generic_nodes={g["metadata"]["name"]: g for g in generic_nodes},
+        generic_nodes={g["metadata"]["name"]: generic_node_from_api(g) for g in generic_nodes},  # as the informer parses it
         pods={(p.namespace, p.name): p for p in pods},
         kube_nodes={n.name: n for n in kube_nodes},
         slurm_nodes=None if slurm_down else {s.name: s for s in slurm},

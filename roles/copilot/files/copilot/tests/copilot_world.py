@@ -26,7 +26,7 @@ from fakes.slurm_state import FakeNode, FakeSlurm, SlurmctldDown
 from hybridhpc_copilot import core, names, placeholder
 from hybridhpc_copilot.backoff import Backoff
 from hybridhpc_copilot.kube import NODES, PODS, TemporaryError
-from hybridhpc_copilot.loop import Copilot
+from hybridhpc_copilot.passes import Copilot
 from hybridhpc_copilot.units import MIB, cpus_for, mib_for, parse_gres
 
 CLUSTER = "onprem"

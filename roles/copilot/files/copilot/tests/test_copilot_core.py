@@ -27,7 +27,8 @@ from hybridhpc_copilot.core import (
     WriteStatus,
     reconcile,
 )
-from hybridhpc_copilot.loop import Executor
+from hybridhpc_copilot.executor import Executor
+from hybridhpc_copilot.kube import generic_node_from_api
 
 GRANTED, RESERVED, DENIED, RELEASED = names.GRANTED, names.RESERVED, names.DENIED, names.RELEASED
 
@@ -368,7 +369,7 @@ def test_drain_sync_can_be_turned_off():
 def test_pods_needed_names_new_and_held_admissions_only():
     gn = generic_node(admissions=[admission("a1", pod="new"), admission("a2", pod="held"), admission("a3", pod="done")],
                       status={names.STATUS_ADMISSIONS: {"a2": entry(GRANTED, pod="held"), "a3": entry(DENIED, pod="done")}})
-    assert core.pods_needed({"g": gn}) == {("default", "new"), ("default", "held")}
+    assert core.pods_needed(generic_node_from_api(gn)) == {("default", "new"), ("default", "held")}
 
 
 def test_every_action_has_a_kind_and_decisions_write_nothing():

@@ -16,7 +16,10 @@ from fakes.slurm_state import FakeNode, FakeSlurm
 from fakes.slurmrestd import FakeSlurmrestd
 from memory_peak import peak_allocations
 
-from hybridhpc_copilot import core, loop
+from hybridhpc_copilot import compaction, core
+from hybridhpc_copilot.compaction import compact_status
+from hybridhpc_copilot.executor import Executor
+from hybridhpc_copilot.informers import Informer, keep_generic_node
 from hybridhpc_copilot.kube import CREDENTIALS_REUSE_SECONDS, NODES, KubeClient, PermanentError
 from hybridhpc_copilot.slurm import RestSlurm, node_from_rest
 
@@ -109,10 +112,10 @@ def test_a_first_start_keeps_each_decided_status_compacted_as_it_goes():
     nodes = ["c%05d" % i for i in range(count)]
     world = observed(generic_nodes=[generic_node("k8s-" + n, n, finalizers=()) for n in nodes],
                      slurm=[slurm_node(n, 64, 256000) for n in nodes], configured=dict.fromkeys(nodes, core.Capacity(64, 256000)))
-    core.reconcile(world, loop._compact_status)  # the compaction's table of shared parts filled before both
-    compacted_after, _actions = peak_allocations(lambda: [loop._compact_status(a) for a in core.reconcile(world)])
+    core.reconcile(world, compact_status)  # the compaction's table of shared parts filled before both
+    compacted_after, _actions = peak_allocations(lambda: [compact_status(a) for a in core.reconcile(world)])
     del _actions
-    compacted_as_decided, actions = peak_allocations(lambda: core.reconcile(world, loop._compact_status))
+    compacted_as_decided, actions = peak_allocations(lambda: core.reconcile(world, compact_status))
     statuses = [a.status for a in actions if isinstance(a, core.WriteStatus)]
     assert len(statuses) == count and statuses[0] == core.reconcile(world)[1].status
     assert statuses[0]["allocatedResources"] is statuses[1]["allocatedResources"]  # compacted: equal parts shared
@@ -120,15 +123,15 @@ def test_a_first_start_keeps_each_decided_status_compacted_as_it_goes():
 
 
 def _counting_compact(monkeypatch):
-    """Count the parts compaction walks (``loop._compact`` calls itself through the module, so each part counts)."""
+    """Count the parts compaction walks (``compaction._compact`` calls itself through the module, so each part counts)."""
     calls = [0]
-    walk = loop._compact
+    walk = compaction._compact
 
     def counted(value, like=None):
         calls[0] += 1
         return walk(value, like)
 
-    monkeypatch.setattr(loop, "_compact", counted)
+    monkeypatch.setattr(compaction, "_compact", counted)
     return calls
 
 
@@ -137,7 +140,7 @@ def _granted_world(admitted=20):
     asked = [admission("u%02d" % i, pod="p%02d" % i, cpu="100m", memory="10Mi") for i in range(admitted + 1)]
     ledger = {"u%02d" % i: entry("Granted", pod="p%02d" % i, cpu="100m", memory="10Mi", uid="pod-uid-p%02d" % i)
               for i in range(admitted)}
-    gn = loop.generic_node_fields(generic_node("k8s-c1", "c1", admissions=asked, status={"admissions": ledger}))
+    gn = keep_generic_node(generic_node("k8s-c1", "c1", admissions=asked, status={"admissions": ledger})).raw
     return observed(generic_nodes=[gn], pods=[pod("p%02d" % i, uid="pod-uid-p%02d" % i, phase="Pending") for i in range(admitted + 1)],
                     slurm=[slurm_node("c1", 64, 256000, used_cpu=2, used_mem=200)], configured={"c1": core.Capacity(64, 256000)})
 
@@ -148,30 +151,30 @@ def test_a_status_to_write_is_compacted_like_the_cached_one_it_replaces(monkeypa
     cached = world.generic_nodes["k8s-c1"]
     assert write.status["admissions"]["u20"]["state"] == "Reserved"
     calls = _counting_compact(monkeypatch)
-    alone = loop._compact_status(write)
+    alone = compact_status(write)
     walked_alone, calls[0] = calls[0], 0
-    like_cached = loop._compact_status(write, world.generic_nodes)
+    like_cached = compact_status(write, world.generic_nodes)
     assert like_cached.status == alone.status == write.status
     # The 20 unchanged ledger entries are the cached ones (found equal in C), not walked part by part:
     # what is walked is the new entry and the parts the cached status did not have.
-    assert like_cached.status["admissions"]["u00"] is cached["status"]["admissions"]["u00"]
+    assert like_cached.status["admissions"]["u00"] is cached.status["admissions"]["u00"]
     assert 4 * calls[0] < walked_alone, (calls[0], walked_alone)
 
 
 def test_a_written_status_goes_into_the_cache_without_being_walked_again(monkeypatch):
     double = KubeDouble(listen=False).start()
     world = _granted_world()
-    double.add_in_process(world.generic_nodes["k8s-c1"])
+    double.add_in_process(world.generic_nodes["k8s-c1"].raw)
     kube = double.client()
-    informer = loop.Informer(kube, "genericnodes", keep=loop.generic_node_fields)
+    informer = Informer(kube, "genericnodes")
     informer.relist()
     cached = informer.get("k8s-c1")
-    write = loop._compact_status(next(a for a in core.reconcile(dataclasses.replace(world, generic_nodes={"k8s-c1": cached}))
+    write = compact_status(next(a for a in core.reconcile(dataclasses.replace(world, generic_nodes={"k8s-c1": cached}))
                                       if isinstance(a, core.WriteStatus)), {"k8s-c1": cached})
     calls = _counting_compact(monkeypatch)
-    outcome = loop.Executor(kube, None, informer).run([write])
+    outcome = Executor(kube, None, informer).run([write])
     assert not outcome.errors and outcome.wrote == 1
     kept = informer.get("k8s-c1")
-    assert kept["status"] is write.status and kept["metadata"]["resourceVersion"] != cached["metadata"]["resourceVersion"]
-    assert kept["spec"] is cached["spec"]
+    assert kept.status is write.status and kept.resource_version != cached.resource_version
+    assert kept.raw["spec"] is cached.raw["spec"]
     assert calls[0] < 20, calls[0]  # the metadata, not the 21 ledger entries again

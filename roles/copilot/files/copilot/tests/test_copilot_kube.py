@@ -17,8 +17,9 @@ from fakes.slurm_state import FakeNode, FakeSlurm
 
 from hybridhpc_copilot import core, names
 from hybridhpc_copilot.kube import GENERICNODES, NODES, PODS, Conflict, Gone, KubeClient, PermanentError, TemporaryError
-from hybridhpc_copilot.loop import Copilot, Runner
 from hybridhpc_copilot.metrics import Metrics
+from hybridhpc_copilot.passes import Copilot
+from hybridhpc_copilot.runner import Runner
 from hybridhpc_copilot.systemd import Notifier
 from k8s_double import Fault
 

@@ -1,4 +1,4 @@
-"""Units, config, tokens, the slurmrestd adapter, metrics, sd_notify and the loop's pieces."""
+"""Units, config, tokens, the slurmrestd adapter, metrics, sd_notify and the working loop's pieces."""
 
 from __future__ import annotations
 
@@ -20,12 +20,15 @@ from fakes.slurmrestd import FakeSlurmrestd
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from hybridhpc_copilot import config, core, loop, names, placeholder, tokens, units
+from hybridhpc_copilot import config, core, names, placeholder, tokens, units
 from hybridhpc_copilot._vendor import jwt
 from hybridhpc_copilot.backoff import Backoff
+from hybridhpc_copilot.compaction import compact
+from hybridhpc_copilot.executor import Executor, Outcome, _retry_key
+from hybridhpc_copilot.informers import Informer, keep_generic_node
 from hybridhpc_copilot.kube import GENERICNODES, NODES, finalizer_body, ledger_body
-from hybridhpc_copilot.loop import Copilot, Executor, Informer, compact
 from hybridhpc_copilot.metrics import LedgerCollector, Metrics, exposition_chunks
+from hybridhpc_copilot.passes import Copilot, _decided
 from hybridhpc_copilot.poller import SlurmPoller, changed_nodes
 from hybridhpc_copilot.slurm import RestSlurm, SlurmRefused, SlurmUnavailable, node_from_rest
 from hybridhpc_copilot.systemd import Notifier
@@ -228,7 +231,7 @@ def test_the_informer_ignores_older_events_and_relists_after_gone():
     newer = kube.annotate_node("n", "a", "1")
     informer.put(newer)
     informer.apply("MODIFIED", dict(newer, metadata=dict(newer["metadata"], resourceVersion=listed_at, annotations={})))
-    assert informer.get("n")["metadata"]["annotations"] == {"a": "1"}
+    assert informer.get("n").annotations == {"a": "1"}
     for i in range(3):
         kube.annotate_node("n", "b", str(i))
     informer.resource_version = listed_at  # four writes ago: out of the double's window of two
@@ -237,7 +240,7 @@ def test_the_informer_ignores_older_events_and_relists_after_gone():
     copilot.informers = (informer,)
     copilot.pump()  # 410 Gone: listed again
     assert [query.get("watch") for _method, _path, query in double.server.requests[-2:]] == ["true", None]
-    assert informer.get("n")["metadata"]["annotations"]["b"] == "2"
+    assert informer.get("n").annotations["b"] == "2"
 
 
 def test_a_watch_on_an_informer_never_listed_lists_first_and_a_lost_event_loses_no_object():
@@ -258,7 +261,7 @@ def test_a_relist_keeps_the_cached_objects_the_list_shows_unchanged():
     double = KubeDouble(listen=False).start()
     for name in ("k8s-c1", "k8s-c2"):
         double.add_in_process(generic_node(name, name[4:], status={}))
-    informer = Informer(kube_client(double), GENERICNODES, keep=lambda obj, cached: kept.append(obj) or compact(obj, cached))
+    informer = Informer(kube_client(double), GENERICNODES, keep=lambda obj, cached: kept.append(obj) or keep_generic_node(obj, cached))
     informer.relist()
     first = informer.snapshot()
     double.update_in_process("k8s-c2", lambda obj: obj.update(status={"admissions": {}}), subresource="status")
@@ -266,7 +269,7 @@ def test_a_relist_keeps_the_cached_objects_the_list_shows_unchanged():
     informer.relist()
     # The unchanged one is the very object cached (not compacted again); the changed one is the list's.
     assert informer.get("k8s-c1") is first["k8s-c1"]
-    assert [o["metadata"]["name"] for o in kept] == ["k8s-c2"] and informer.get("k8s-c2")["status"] == {"admissions": {}}
+    assert [o["metadata"]["name"] for o in kept] == ["k8s-c2"] and informer.get("k8s-c2").status == {"admissions": {}}
 
 
 def test_decisions_are_logged_only_once_the_ledger_took_them():
@@ -279,7 +282,7 @@ def test_decisions_are_logged_only_once_the_ledger_took_them():
     executor = Executor(kube, rest_slurm_of(FakeSlurm([FakeNode("c1", 4, 8000)])), informer)
     obj = informer.get("k8s-c1")
     outcome = executor.run([core.GrantAdmission("k8s-c1", "a1", "r"),
-                            core.WriteStatus("k8s-c1", obj["metadata"]["resourceVersion"], {"admissions": {}}),
+                            core.WriteStatus("k8s-c1", obj.resource_version, {"admissions": {}}),
                             core.SetGres("k8s-c1", "c1", "k8scpu:1,k8smemory:1", (1, 1), "r")])
     assert outcome.conflicts == 1 and outcome.applied == []  # the node's SetGres waits for the next round
 
@@ -302,7 +305,7 @@ def _gres_round(versions=("v0.0.40", "v0.0.41", "v0.0.42"), slurm=None, conflict
     actions = []
     for i in range(1, 5):
         name, cpus = "k8s-c%d" % i, 3 if i < 4 else 2
-        actions.append(core.WriteStatus(name, informer.get(name)["metadata"]["resourceVersion"], {"admissions": {}}))
+        actions.append(core.WriteStatus(name, informer.get(name).resource_version, {"admissions": {}}))
         actions.append(core.SetGres(name, "c%d" % i, "k8scpu:%d,k8smemory:8000" % cpus, (cpus, 8000), "ledger wants",
                                     "k8scpu:4,k8smemory:8000"))
     return double, rest, executor, actions
@@ -364,7 +367,7 @@ def test_a_gres_update_of_several_nodes_slurm_did_not_answer_fails_for_each_and_
     outcome = executor.run(actions)
     assert [kind for kind, _message, temporary in outcome.errors if temporary] == ["SetGres"] * 4
     assert [post[0] for post in _gres_posts(rest)] == ["nodes", "c4"]  # not again one by one: Slurm is away
-    assert not any(executor.backoff.ready(loop._retry_key(a)) for a in actions if isinstance(a, core.SetGres))
+    assert not any(executor.backoff.ready(_retry_key(a)) for a in actions if isinstance(a, core.SetGres))
 
 
 def test_a_slurmrestd_without_post_nodes_gets_each_gres_update_alone():
@@ -519,7 +522,7 @@ def test_ledger_and_finalizer_bodies_hold_to_the_version_read_and_leave_the_cach
 def test_nothing_fake_is_in_the_installed_package():
     package = pathlib.Path(core.__file__).parent
     modules = [importlib.import_module("hybridhpc_copilot." + info.name) for info in pkgutil.iter_modules([str(package)])]
-    assert {m.__name__.rsplit(".", 1)[1] for m in modules} >= {"core", "kube", "slurm", "loop"}
+    assert {m.__name__.rsplit(".", 1)[1] for m in modules} >= {"core", "kube", "slurm", "informers", "executor", "passes", "runner"}
     fakes = [(m.__name__, name) for m in modules for name in vars(m) if name.startswith("Fake")]
     assert not fakes, "the role installs every module of the package: fakes belong in tests/"
 
@@ -718,7 +721,7 @@ def test_the_executor_keeps_slurms_refusal_of_a_placeholder_job_until_a_denial_c
     name = placeholder.job_name("k8s-c1", "a1")
     executor.run([placeholder.SubmitPlaceholder("k8s-c1", "c1", name, 1, 1024, "hold")])
     assert list(executor.refusals) == [name] and "Invalid account or account/partition combination specified" in executor.refusals[name]
-    executor._record(core.DenyAdmission("k8s-c1", "a1", "Slurm refused the placeholder job: ..."), loop.Outcome())
+    executor._record(core.DenyAdmission("k8s-c1", "a1", "Slurm refused the placeholder job: ..."), Outcome())
     assert executor.refusals == {}
 
 
@@ -789,8 +792,8 @@ def test_a_generic_nodes_actions_go_while_the_next_is_decided():
 
 def test_a_decided_generic_node_leaves_the_observed_snapshot():
     nodes = [generic_node("k8s-c%d" % i, "c%d" % i, status={}) for i in (1, 2)]
-    observed = core.Observed({g["metadata"]["name"]: g for g in nodes}, {}, {}, {}, NOW, core.Settings())
-    decided = loop._decided(observed)
+    observed = core.Observed({g["metadata"]["name"]: keep_generic_node(g) for g in nodes}, {}, {}, {}, NOW, core.Settings())
+    decided = _decided(observed)
     next(decided)
     assert list(observed.generic_nodes) == ["k8s-c2"]  # k8s-c1's old version is no longer held for the round
     list(decided)

@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from . import __version__, config, logs
-from .loop import Copilot, Runner
 from .metrics import Metrics
+from .passes import Copilot
+from .runner import Runner
 from .systemd import Notifier
 
 if TYPE_CHECKING:

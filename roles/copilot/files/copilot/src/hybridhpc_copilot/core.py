@@ -1,10 +1,11 @@
 """The copilot's decisions, as one pure function: ``reconcile(observed) -> actions``.
 
 No I/O, no clock, no randomness: everything the decisions depend on is in
-:class:`Observed` (GenericNodes as the API server returned them, the pods
-their admissions name, Kubernetes Nodes, Slurm node states, the configured
-GRES counts, the time), and everything the copilot should do comes back as a
-list of :class:`Action` values that ``loop.Executor`` carries out in order.
+:class:`Observed` (GenericNodes, the pods their admissions name, Kubernetes
+Nodes, each parsed once as the informers cached it; Slurm node states, the
+configured GRES counts, the time), and everything the copilot should do comes
+back as a list of :class:`Action` values that ``executor.Executor`` carries
+out in order.
 
 The ledger is the GenericNode status. An admission goes
 ``Reserved -> Granted`` (or ``Denied``), and a held one ends ``Released``:
@@ -39,7 +40,7 @@ somebody else set is shown on the Kubernetes Node as an annotation.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from . import names
 from .gres import GresStrategy, restore_unshared, wanted_counts
@@ -47,25 +48,17 @@ from .ledger import (
     AdmissionRequest,
     Allocation,
     Condition,
-    JsonObject,
     Ledger,
     LedgerEntry,
     Quantities,
     Status,
-    admissions_of,
-    alias_of,
     entry_amounts,
     holdings,
-    is_slurm_node,
-    ledger_of,
-    metadata_of,
     object_in,
     old_allocation,
     parse_timestamp,
-    pods_needed,
     set_condition,
     slurm_status_of,
-    status_of,
     timestamp,
     transition,
 )
@@ -77,6 +70,7 @@ from .model import (
     Decision,
     DenyAdmission,
     DrainNode,
+    GenericNode,
     GrantAdmission,
     KubeNode,
     Observed,
@@ -97,10 +91,10 @@ from .units import MIB, cpus_for, format_cpu, format_memory, mib_for, parse_gres
 # What the decisions read and return, and the ledger's readers, are named here too: core is where
 # readers (and the tests) look for the copilot's vocabulary.
 __all__ = [
-    "Action", "AddFinalizer", "AnnotateNode", "Capacity", "Decision", "DenyAdmission", "DrainNode", "GrantAdmission",
-    "KubeNode", "NodeFacts", "Observed", "Pod", "ReleaseAdmission", "RemoveFinalizer", "ReserveAdmission", "ResumeNode",
-    "SetGres", "Settings", "SlurmNode", "Strategy", "WriteStatus", "alias_of", "entry_amounts", "holdings", "holds_reservation",
-    "decide", "is_slurm_node", "pods_needed", "reconcile", "reconcile_node", "timestamp", "wanted_counts",
+    "Action", "AddFinalizer", "AnnotateNode", "Capacity", "Decision", "DenyAdmission", "DrainNode", "GenericNode",
+    "GrantAdmission", "KubeNode", "NodeFacts", "Observed", "Pod", "ReleaseAdmission", "RemoveFinalizer", "ReserveAdmission",
+    "ResumeNode", "SetGres", "Settings", "SlurmNode", "Strategy", "WriteStatus", "entry_amounts", "holdings", "holds_reservation",
+    "decide", "pods_needed", "reconcile", "reconcile_node", "timestamp", "wanted_counts",
 ]
 
 # How each strategy is built for a node; a Slurm node's strategy comes from the config.
@@ -131,18 +125,18 @@ def decide(observed: Observed, keep: Callable[[Action], Action] | None = None) -
     """
     owner_of: dict[str, str] = {}
     for name in sorted(observed.generic_nodes):
-        obj = observed.generic_nodes[name]
-        if is_slurm_node(obj):
-            owner_of.setdefault(alias_of(obj), name)
+        node = observed.generic_nodes[name]
+        if node.shares:
+            owner_of.setdefault(node.alias, name)
     for name in sorted(observed.generic_nodes):
-        obj = observed.generic_nodes[name]
-        if is_slurm_node(obj):
-            decided = reconcile_node(name, obj, observed, owner_of[alias_of(obj)])
+        node = observed.generic_nodes[name]
+        if node.shares:
+            decided = reconcile_node(name, node, observed, owner_of[node.alias])
             yield name, decided if keep is None else [keep(action) for action in decided]
     yield None, [*restore_unshared(observed, set(owner_of)), *cancel_orphans(observed, set(owner_of.values()))]
 
 
-def reconcile_node(name: str, obj: JsonObject, observed: Observed, owner: str) -> list[Action]:
+def reconcile_node(name: str, node: GenericNode, observed: Observed, owner: str) -> list[Action]:
     """Actions for one GenericNode (``owner``: the GenericNode that shares its Slurm node), phase by phase.
 
     The decisions come first, then the finalizer, the ledger write, what Slurm
@@ -151,12 +145,12 @@ def reconcile_node(name: str, obj: JsonObject, observed: Observed, owner: str) -
     Slurm changes (a crash in between leaves the ledger ahead, which the next
     pass re-asserts).
     """
-    facts = node_facts(name, obj, observed, owner)
+    facts = node_facts(name, node, observed, owner)
     strategy = STRATEGIES.get(observed.settings.strategy_of(facts.alias), GresStrategy)(facts, observed)
     if not strategy.reads_slurm:
         facts = dataclasses.replace(facts, slurm=None, slurm_known=False)  # decide nothing that depends on Slurm
-    requests = admissions_of(obj)
-    ledger, decisions = forget_removed(facts, ledger_of(obj), requests)
+    requests = node.admissions
+    ledger, decisions = forget_removed(facts, node.ledger, requests)
     ledger, released = release_gone(facts, ledger, observed.pods)
     ledger, settled = settle_reservations(facts, strategy, ledger, observed.settings.reservation_timeout)
     ledger, admitted = admit_new(facts, strategy, ledger, requests, observed.pods)
@@ -169,22 +163,29 @@ def reconcile_node(name: str, obj: JsonObject, observed: Observed, owner: str) -
     return actions
 
 
-def node_facts(name: str, obj: JsonObject, observed: Observed, owner: str) -> NodeFacts:
-    meta = metadata_of(obj)
-    alias = alias_of(obj)
+def node_facts(name: str, node: GenericNode, observed: Observed, owner: str) -> NodeFacts:
     slurm_known = observed.slurm_nodes is not None
     return NodeFacts(
-        name=name, owner=owner, alias=alias, resource_version=str(meta.get("resourceVersion") or ""),
-        deleting=bool(meta.get("deletionTimestamp")), finalizers=tuple(meta.get("finalizers") or ()),
-        status=status_of(obj), kube_node=str(meta.get("name") or name),
-        slurm=observed.slurm_nodes.get(alias) if observed.slurm_nodes is not None else None,
+        name=name, owner=owner, alias=node.alias, resource_version=node.resource_version,
+        deleting=node.deleting, finalizers=node.finalizers, status=node.status, kube_node=node.name or name,
+        slurm=observed.slurm_nodes.get(node.alias) if observed.slurm_nodes is not None else None,
         slurm_known=slurm_known, now=observed.now, stamp=timestamp(observed.now))
+
+
+def pods_needed(node: GenericNode) -> set[tuple[str, str]]:
+    """``(namespace, name)`` of every pod a decision about ``node`` may look at."""
+    keys = {adm.pod_key for adm in node.admissions if adm.uid and adm.uid not in node.ledger and not adm.error}
+    for entry in node.ledger.values():
+        if entry.get("state") in names.HOLDING_STATES:
+            pod = object_in(entry.get("pod"))
+            keys.add((str(pod.get("namespace") or ""), str(pod.get("name") or "")))
+    return keys
 
 
 # -- 1-4: the ledger's decisions ---------------------------------------------------------
 
 
-def forget_removed(facts: NodeFacts, ledger: Ledger, requests: list[AdmissionRequest]) -> Step:
+def forget_removed(facts: NodeFacts, ledger: Ledger, requests: Sequence[AdmissionRequest]) -> Step:
     """Admissions the scheduler removed from the spec: forgotten, releasing what they held."""
     in_spec = {adm.uid for adm in requests if adm.uid}
     removed = [uid for uid in ledger if uid not in in_spec]
@@ -243,7 +244,7 @@ def _too_late(facts: NodeFacts, strategy: Strategy, entry: LedgerEntry, timeout:
     return since is None or facts.now - since > timeout
 
 
-def admit_new(facts: NodeFacts, strategy: Strategy, ledger: Ledger, requests: list[AdmissionRequest], pods: Mapping[tuple[str, str], Pod]) -> Step:
+def admit_new(facts: NodeFacts, strategy: Strategy, ledger: Ledger, requests: Sequence[AdmissionRequest], pods: Mapping[tuple[str, str], Pod]) -> Step:
     """New admissions, in the order the scheduler listed them, each against what the ones before took."""
     refusal = node_refusal(facts, strategy)
     decisions: list[Decision] = []

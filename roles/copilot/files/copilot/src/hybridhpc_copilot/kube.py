@@ -2,7 +2,9 @@
 
 Objects travel as plain dicts, exactly as the API server sends them (the
 copilot never needs the client's model classes, whose shape changed between
-python3-kubernetes 22 in Debian 12 and the releases on PyPI). Three kinds are
+python3-kubernetes 22 in Debian 12 and the releases on PyPI), and are parsed
+here, once, into the typed values the decisions read (:func:`generic_node_from_api`,
+:func:`pod_from_api`, :func:`node_from_api`) as the informers cache them. Three kinds are
 read: ``genericnodes`` (cluster-scoped custom resource), ``pods`` and ``nodes``;
 writes are few and all conditional:
 
@@ -29,17 +31,23 @@ fake is installed on hosts.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
+import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 from urllib.parse import quote, urlencode
 
 from . import names
-from .ledger import JsonObject, Status
+from .compaction import compact
+from .ledger import AdmissionRequest, JsonObject, Ledger, LedgerEntry, Status, object_in
+from .model import GenericNode, KubeNode, Pod
+from .units import QuantityError, cpu_millis, memory_bytes
 
-# What a list keeps of each object (the informers keep only the fields the copilot reads).
-Keep = Callable[[JsonObject], JsonObject]
+# What a list keeps of each object (the informers: what the decisions read of it, parsed as it comes).
+Keep = Callable[[JsonObject], Any]
 
 GENERICNODES, PODS, NODES, SECRETS = "genericnodes", "pods", "nodes", "secrets"
 NAMESPACED = frozenset((PODS, SECRETS))
@@ -84,7 +92,7 @@ def error_for(status: int | None, message: str) -> KubeError:
 
 
 class Kube(Protocol):
-    def list_objects(self, kind: str, label_selector: str | None = None, keep: Keep | None = None) -> tuple[list[JsonObject], str]:
+    def list_objects(self, kind: str, label_selector: str | None = None, keep: Keep | None = None) -> tuple[list[Any], str]:
         """Every object of ``kind`` (``keep(obj)`` of each, when given) and the list's resourceVersion."""
 
     def watch_objects(self, kind: str, resource_version: str, timeout_seconds: int = 300,
@@ -114,6 +122,95 @@ class Kube(Protocol):
 def object_key(obj: JsonObject) -> str:
     meta = obj.get("metadata") or {}
     return "%s/%s" % (meta.get("namespace"), meta.get("name")) if meta.get("namespace") else str(meta.get("name"))
+
+
+# -- what the decisions read of each object --------------------------------------------------
+
+# A GenericNode without a status or a ledger reads these (never changed in place, as no cached part is).
+_NO_STATUS: Status = {}
+_NO_LEDGER: Ledger = {}
+
+
+def generic_node_from_api(obj: JsonObject, cached: GenericNode | None = None) -> GenericNode:
+    """A GenericNode as the decisions read it, from the object as read (kept as ``raw`` for the writes).
+
+    ``cached``: the version before, whose parsed admissions stand for this
+    one's when the object holds the very same list (compacted against the
+    cached version, unchanged parts are the cached ones): most new versions
+    change the status alone.
+    """
+    meta, spec = object_in(obj.get("metadata")), object_in(obj.get("spec"))
+    requests = spec.get(names.SPEC_ADMISSIONS)
+    if cached is not None and requests is object_in(cached.raw.get("spec")).get(names.SPEC_ADMISSIONS):
+        admissions = cached.admissions
+    else:
+        admissions = tuple(parse_admission(entry) for entry in requests) if isinstance(requests, list) else ()
+    finalizers = meta.get("finalizers")
+    raw_status = obj.get("status")
+    status = cast(Status, raw_status) if isinstance(raw_status, dict) else _NO_STATUS
+    name = str(meta.get("name") or "")
+    return GenericNode(
+        name=name, resource_version=str(meta.get("resourceVersion") or ""), deleting=bool(meta.get("deletionTimestamp")),
+        finalizers=_finalizers(tuple(str(f) for f in finalizers) if isinstance(finalizers, list) else ()),
+        shares=spec.get(names.SPEC_TYPE) == names.NODE_TYPE_SLURM, alias=str(spec.get(names.SPEC_ALIAS) or name),
+        admissions=admissions, ledger=_ledger(status), status=status, raw=obj)
+
+
+@functools.lru_cache(maxsize=64)
+def _finalizers(finalizers: tuple[str, ...]) -> tuple[str, ...]:
+    """One tuple for all GenericNodes with the same finalizers (nearly all have the copilot's alone)."""
+    return finalizers
+
+
+def _ledger(status: Status) -> Ledger:
+    """``status.admissions`` (uid -> entry); entries that are not objects are dropped (the status's own dict when
+    none is: cached parts are shared, not copied)."""
+    raw: object = status.get(names.STATUS_ADMISSIONS)
+    if not isinstance(raw, dict):
+        return _NO_LEDGER
+    if all(type(uid) is str and isinstance(entry, dict) for uid, entry in raw.items()):
+        return cast(Ledger, raw)
+    return {str(uid): cast(LedgerEntry, entry) for uid, entry in raw.items() if isinstance(entry, dict)}
+
+
+def parse_admission(entry: object) -> AdmissionRequest:
+    """An admission request, with ``error`` set when it cannot be honoured as written."""
+    if not isinstance(entry, dict):
+        return AdmissionRequest(uid="", error="an admission must be an object")
+    uid = str(entry.get("uid") or "")
+    pod = object_in(entry.get("pod"))
+    namespace, name, pod_uid = _text(pod.get("namespace")), _text(pod.get("name")), str(pod.get("uid") or "")
+    base = AdmissionRequest(uid=uid, namespace=namespace, name=name, pod_uid=pod_uid)
+    if not namespace or not name:
+        return dataclasses.replace(base, error="invalid admission: pod.namespace and pod.name are required")
+    request = object_in(entry.get("request"))
+    try:
+        cpu = cpu_millis(request.get("cpu", 0))
+        mem = memory_bytes(request.get("memory", 0))
+    except QuantityError as err:
+        return dataclasses.replace(base, error="invalid admission request: %s" % err)
+    return dataclasses.replace(base, cpu_millis=cpu, memory_bytes=mem)
+
+
+def pod_from_api(obj: JsonObject) -> Pod:
+    """A pod as the decisions read it: a cluster holds many large pods, of which the copilot reads five fields."""
+    meta, status = object_in(obj.get("metadata")), object_in(obj.get("status"))
+    return Pod(namespace=_text(meta.get("namespace")), name=_text(meta.get("name")), uid=str(meta.get("uid") or ""),
+               phase=_text(status.get("phase") or "Pending"), terminating=bool(meta.get("deletionTimestamp")),
+               resource_version=str(meta.get("resourceVersion") or ""))
+
+
+def node_from_api(obj: JsonObject) -> KubeNode:
+    """A Node as the decisions read it (a real one also carries its images, conditions, addresses, ...)."""
+    meta, spec = object_in(obj.get("metadata")), object_in(obj.get("spec"))
+    annotations = dict(object_in(meta.get("annotations")))
+    return KubeNode(name=_text(meta.get("name")), unschedulable=bool(spec.get("unschedulable")),
+                    annotations=compact(annotations), resource_version=str(meta.get("resourceVersion") or ""))
+
+
+def _text(value: object) -> str:
+    """A name many objects repeat (a namespace, a phase), one copy of it."""
+    return sys.intern(str(value or ""))
 
 
 def ledger_body(obj: JsonObject, status: Status, resource_version: str | None = None) -> JsonObject:
@@ -272,7 +369,7 @@ class KubeClient:
             response.release_conn()
 
     # -- the interface ---------------------------------------------------------------
-    def list_objects(self, kind: str, label_selector: str | None = None, keep: Keep | None = None) -> tuple[list[JsonObject], str]:
+    def list_objects(self, kind: str, label_selector: str | None = None, keep: Keep | None = None) -> tuple[list[Any], str]:
         """The list in chunks of ``list_chunk`` objects (``limit`` and ``continue``, as client-go's informers
         read), each through ``keep`` before the next is asked for: a large list never sits whole in memory.
 
@@ -288,11 +385,11 @@ class KubeClient:
             raise PermanentError("%s: is the %s CRD installed? (kubectl apply -f crd/%s.yaml)" % (
                 err, names.CRD_NAME, names.CRD_NAME), 404) from err
 
-    def _list(self, kind: str, label_selector: str | None, keep: Keep | None, limit: int) -> tuple[list[JsonObject], str]:
+    def _list(self, kind: str, label_selector: str | None, keep: Keep | None, limit: int) -> tuple[list[Any], str]:
         query: dict[str, Any] = {"labelSelector": label_selector} if label_selector else {}
         if limit:
             query["limit"] = limit
-        items: list[JsonObject] = []
+        items: list[Any] = []
         resource_version = None
         while True:
             data = self._json("list %s" % kind, "GET", _COLLECTIONS[kind], query)

@@ -1,6 +1,7 @@
-"""The ledger: reading GenericNodes, and the shape of the status the copilot writes.
+"""The ledger: the shape of the status the copilot writes, and reading and writing its entries.
 
-A GenericNode's ``spec.admissions`` are the scheduler's requests; its
+A GenericNode's ``spec.admissions`` are the scheduler's requests
+(:class:`AdmissionRequest`, parsed by ``kube.generic_node_from_api``); its
 ``status.admissions`` (uid -> entry) is the ledger, with the allocations
 ``kubectl get genericnode`` shows, the Slurm side and the conditions beside
 it. Everything here reads untrusted JSON defensively and returns copies:
@@ -9,7 +10,6 @@ cached objects are shared and never changed in place.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import functools
 from collections.abc import Iterable, Mapping
@@ -87,10 +87,10 @@ class Status(TypedDict, total=False):
     slurm: SlurmStatus
     conditions: list[Condition]
 
-# -- reading GenericNodes -------------------------------------------------------------
+# -- the scheduler's requests ----------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # the cache holds one per admission of every GenericNode
 class AdmissionRequest:
     """One entry of ``spec.admissions``."""
 
@@ -107,66 +107,9 @@ class AdmissionRequest:
         return (self.namespace, self.name)
 
 
-def parse_admission(entry: object) -> AdmissionRequest:
-    """An admission request, with ``error`` set when it cannot be honoured as written."""
-    if not isinstance(entry, dict):
-        return AdmissionRequest(uid="", error="an admission must be an object")
-    uid = str(entry.get("uid") or "")
-    pod = object_in(entry.get("pod"))
-    namespace, name, pod_uid = str(pod.get("namespace") or ""), str(pod.get("name") or ""), str(pod.get("uid") or "")
-    base = AdmissionRequest(uid=uid, namespace=namespace, name=name, pod_uid=pod_uid)
-    if not namespace or not name:
-        return dataclasses.replace(base, error="invalid admission: pod.namespace and pod.name are required")
-    request = object_in(entry.get("request"))
-    try:
-        cpu = cpu_millis(request.get("cpu", 0))
-        mem = memory_bytes(request.get("memory", 0))
-    except QuantityError as err:
-        return dataclasses.replace(base, error="invalid admission request: %s" % err)
-    return dataclasses.replace(base, cpu_millis=cpu, memory_bytes=mem)
-
-
 def object_in(value: object) -> JsonObject:
     """``value`` when it is a JSON object, else an empty one."""
     return cast(JsonObject, value) if isinstance(value, dict) else {}
-
-
-def spec_of(obj: Mapping[str, Any]) -> JsonObject:
-    spec = obj.get("spec")
-    return spec if isinstance(spec, dict) else {}
-
-
-def status_of(obj: Mapping[str, Any]) -> Status:
-    """The status, copied (its ledger and other parts are not)."""
-    status = obj.get("status")
-    return cast(Status, dict(status)) if isinstance(status, dict) else {}
-
-
-def metadata_of(obj: Mapping[str, Any]) -> JsonObject:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
-def alias_of(obj: Mapping[str, Any]) -> str:
-    """The Slurm node a GenericNode stands for: ``spec.alias``, else its own name."""
-    return str(spec_of(obj).get(names.SPEC_ALIAS) or metadata_of(obj).get("name") or "")
-
-
-def is_slurm_node(obj: Mapping[str, Any]) -> bool:
-    return spec_of(obj).get(names.SPEC_TYPE) == names.NODE_TYPE_SLURM
-
-
-def admissions_of(obj: Mapping[str, Any]) -> list[AdmissionRequest]:
-    raw = spec_of(obj).get(names.SPEC_ADMISSIONS)
-    return [parse_admission(entry) for entry in raw] if isinstance(raw, list) else []
-
-
-def ledger_of(obj: Mapping[str, Any]) -> Ledger:
-    """``status.admissions`` (uid -> entry), copied; entries that are not objects are dropped."""
-    raw: object = status_of(obj).get(names.STATUS_ADMISSIONS)
-    if not isinstance(raw, dict):
-        return {}
-    return {str(uid): cast(LedgerEntry, dict(entry)) for uid, entry in raw.items() if isinstance(entry, dict)}
 
 
 def entry_amounts(entry: LedgerEntry) -> tuple[int, int]:
@@ -187,22 +130,6 @@ def holdings(ledger: Mapping[str, LedgerEntry]) -> tuple[int, int]:
             c, m = entry_amounts(entry)
             cpu, mem = cpu + c, mem + m
     return cpu, mem
-
-
-def pods_needed(generic_nodes: Mapping[str, JsonObject]) -> set[tuple[str, str]]:
-    """``(namespace, name)`` of every pod a decision may look at."""
-    keys: set[tuple[str, str]] = set()
-    for obj in generic_nodes.values():
-        ledger = ledger_of(obj)
-        for adm in admissions_of(obj):
-            if adm.uid and adm.uid not in ledger and not adm.error:
-                keys.add(adm.pod_key)
-        for entry in ledger.values():
-            if entry.get("state") in names.HOLDING_STATES:
-                pod: object = entry.get("pod")
-                pod = pod if isinstance(pod, dict) else {}
-                keys.add((str(pod.get("namespace") or ""), str(pod.get("name") or "")))
-    return keys
 
 
 # -- time ----------------------------------------------------------------------------

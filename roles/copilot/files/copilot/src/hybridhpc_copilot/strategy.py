@@ -32,7 +32,7 @@ class NodeFacts:
     resource_version: str
     deleting: bool
     finalizers: tuple[str, ...]
-    status: Status  # as read (a copy)
+    status: Status  # as read (the cached one: never changed in place)
     kube_node: str  # the Kubernetes Node of the same name
     slurm: SlurmNode | None  # None: Slurm has no such node, or Slurm could not be read
     slurm_known: bool  # whether Slurm could be read at all
