@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Print again, at the end of `make test`, the lines of a chain's log that say why a step failed.
 
 CI keeps the head and the tail of make test's output; a molecule scenario's

@@ -36,6 +36,6 @@ def test_it_asks_again_until_a_late_user_resolves(run_module, monkeypatch):
 
 def test_without_a_timeout_it_asks_once(run_module, monkeypatch):
     calls = []
-    monkeypatch.setattr(name_service_users, "user_ids", lambda name: calls.append(name))
+    monkeypatch.setattr(name_service_users, "user_ids", calls.append)
     result = run_module({"names": ["alice"]})
     assert result["users"] == {"alice": None} and calls == ["alice"]
