@@ -161,6 +161,15 @@ CASES = {
     "feature name sacctmgr cannot hold": (
         inventory(federation_cluster_features={"bad": ["a,b"]}), "federation_cluster_features.bad: invalid feature name"),
     "non-numeric federation port": (inventory(federation_ports=[6817, "slurmd"]), "federation_ports[1]: 'slurmd' is not a TCP port"),
+    # directory users (sssd)
+    "sssd over plain ldap:// without StartTLS": (
+        inventory(sssd_ldap_uri=["ldap://ldap.example.org"], sssd_ldap_search_base="dc=example,dc=org",
+                  sssd_ldap_tls_cacert=str(ROOT / "lab" / "ldap" / "setup.sh")),
+        "sssd_ldap_uri: ldap:// without sssd_ldap_id_use_start_tls: true sends the bind password"),
+    "sssd bind DN without its password, and no CA": (
+        inventory(sssd_ldap_uri=["ldaps://ldap.example.org"], sssd_ldap_search_base="dc=example,dc=org",
+                  sssd_ldap_bind_dn="cn=sssd,dc=example,dc=org"),
+        "sssd_ldap_bind_password: sssd_ldap_bind_dn cn=sssd,dc=example,dc=org is set without its password"),
     # copilot
     "copilot_kubeconfig that does not exist": (
         inventory(copilot_kubeconfig="/nonexistent/kubeconfig"), "copilot_kubeconfig: /nonexistent/kubeconfig does not exist"),
@@ -262,6 +271,16 @@ def test_bad_inventory_fails_before_any_change(case, tmp_path):
     if inv["all"]["vars"].get("slurm_cluster_name") is None:
         del inv["all"]["vars"]["slurm_cluster_name"]
     assert_stopped_in_validation(*run(inv, tmp_path), expected)
+
+
+def test_sssd_refusal_keeps_the_bind_password_out_of_the_log(tmp_path):
+    inv = inventory(sssd_ldap_uri=["ldaps://ldap.example.org"], sssd_ldap_search_base="example.org",
+                    sssd_ldap_tls_cacert="/nonexistent/ca.pem", sssd_ldap_bind_dn="cn=sssd,dc=example,dc=org",
+                    sssd_ldap_bind_password="Vaulted-bind-pass-4711")
+    returncode, out = run(inv, tmp_path)
+    assert_stopped_in_validation(returncode, out, "sssd_ldap_search_base: give the directory's base DN")
+    assert "sssd_ldap_tls_cacert: /nonexistent/ca.pem does not exist" in out
+    assert "Vaulted-bind-pass-4711" not in out
 
 
 def test_ack_mode_refusal_keeps_the_password_out_of_the_log(tmp_path):
