@@ -68,12 +68,18 @@ def dexec(host, *cmd, timeout=120, ok=True):
 
 
 def wait_for(what, probe, timeout, interval=1.0):
+    """probe() until it holds. A probe whose command fails (sacct while slurmdbd is busy, a controller that is
+    restarting) counts as "not yet": only the deadline fails the wait, with the last answer or error."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
+        try:
+            last = probe()
+        except (StepFailed, subprocess.TimeoutExpired) as exc:
+            last = "error: %s" % exc
+        else:
+            if last:
+                return last
         time.sleep(interval)
     raise StepFailed("%s: not within %ss (last: %r)" % (what, timeout, last))
 
