@@ -187,6 +187,10 @@ def up(inventory: str, image: str) -> None:
         # Named volumes ("name:/path"), e.g. the StateSaveLocation an HA pair of controllers shares.
         for volume in hvars.get("lab_volumes") or []:
             flags += ["-v", volume]
+        # Capabilities a host's role needs in the lab, e.g. SYS_ADMIN to mount a
+        # shared filesystem (role shared_filesystems) on a controller.
+        for cap in hvars.get("lab_cap_add") or []:
+            flags += ["--cap-add", cap]
         if hvars.get("lab_profile") == "compute":
             flags += COMPUTE_FLAGS + loop_devices()
         # The docker provider of elastic nodes (inventories/lab/group_vars/

@@ -170,6 +170,18 @@ CASES = {
         inventory(sssd_ldap_uri=["ldaps://ldap.example.org"], sssd_ldap_search_base="dc=example,dc=org",
                   sssd_ldap_bind_dn="cn=sssd,dc=example,dc=org"),
         "sssd_ldap_bind_password: sssd_ldap_bind_dn cn=sssd,dc=example,dc=org is set without its password"),
+    # shared filesystems
+    "soft NFS mount for the homes": (
+        inventory(shared_filesystems_mounts=[{"path": "/home", "src": "nfs1:/export/home", "purpose": "home", "opts": "soft"}]),
+        "shared_filesystems_mounts[0].opts: soft makes a write fail when the NFS server is slow to answer"),
+    "StateSaveLocation share on a compute node": (
+        inventory(host_vars={"bad-c1": {"shared_filesystems_mounts": [
+            {"path": "/var/lib/slurm/slurmctld", "src": "nfs1:/export/state", "purpose": "state"}]}}),
+        "shared_filesystems_mounts[0].purpose: state is slurmctld's StateSaveLocation, and bad-c1 runs no slurmctld"),
+    "HA pair with StateSaveLocation shared by one controller only": (
+        inventory(ctl=("bad-ctl1", "bad-ctl2"), host_vars={"bad-ctl2": {"shared_filesystems_mounts": [
+            {"path": "/var/lib/slurm/slurmctld", "src": "nfs1:/export/state", "purpose": "state"}]}}),
+        "cluster bad's controllers bad-ctl2 mount StateSaveLocation from a share and bad-ctl1 do not"),
     # copilot
     "copilot_kubeconfig that does not exist": (
         inventory(copilot_kubeconfig="/nonexistent/kubeconfig"), "copilot_kubeconfig: /nonexistent/kubeconfig does not exist"),

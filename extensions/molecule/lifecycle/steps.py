@@ -19,6 +19,9 @@ e. that node removed again while a job runs on it: drained, the job ends,
    then the reconfigure drops it;
 f. HA: alpha's primary slurmctld stopped, the backup takes over, then gives
    control back;
+l. alpha's StateSaveLocation is the share both controllers mounted (role
+   shared_filesystems_mounts), and slurmctld starts only with it mounted; a share
+   asked for over beta's saved state is refused in the first play;
 h. beta renamed gamma: refused in the first play, then, with
    slurm_allow_cluster_rename, done safely with a job running.
 
@@ -336,6 +339,43 @@ def step_f_ha_failover_and_back(site):
     return {"failover_seconds": round(failover_s, 1), "handback_seconds": round(handback_s, 1)}
 
 
+STATE_DIR = "/var/lib/slurm/slurmctld"
+
+
+def is_mount_point(host, path):
+    return run(["docker", "exec", host, "mountpoint", "-q", path]).returncode == 0
+
+
+def step_l_state_on_a_share(site):
+    """alpha's StateSaveLocation is the share role shared_filesystems mounted on both controllers, and slurmctld
+    requires it; a share asked for over beta's saved state is refused before any host changes."""
+    for host in ("lc-a-ctl1", "lc-a-ctl2"):
+        check(is_mount_point(host, STATE_DIR), "%s: StateSaveLocation is not mounted" % host)
+        check(STATE_DIR in dexec(host, "systemctl", "show", "-p", "RequiresMountsFor", "slurmctld"),
+              "%s: slurmctld does not require its StateSaveLocation mount" % host)
+    # One share: what the primary saved, the backup sees.
+    check(dexec("lc-a-ctl2", "stat", "-c", "%U", STATE_DIR + "/job_state") == "slurm",
+          "the backup does not see the primary's job_state")
+    # The backup's slurmctld never starts on the bare directory: with the share unmounted under the stopped
+    # daemon, its start mounts the share first.
+    dexec("lc-a-ctl2", "systemctl", "stop", "slurmctld")
+    dexec("lc-a-ctl2", "umount", STATE_DIR)
+    check(not is_mount_point("lc-a-ctl2", STATE_DIR), "the share is still mounted on lc-a-ctl2")
+    dexec("lc-a-ctl2", "systemctl", "start", "slurmctld")
+    check(is_mount_point("lc-a-ctl2", STATE_DIR), "slurmctld started on lc-a-ctl2 without its StateSaveLocation mounted")
+    wait_for("both controllers up", lambda: controller_in_charge("lc-a-c1") == {"lc-a-ctl1": "UP", "lc-a-ctl2": "UP"}, 90)
+    # beta's single controller keeps its state in a local directory: mounting a share over it would hide it.
+    beta_ctl = site.hosts["all"]["children"]["cluster_beta"]["hosts"]
+    beta_ctl["lc-b-ctl1"] = {"shared_filesystems_mounts": [{"path": STATE_DIR, "src": "/srv/lab-shared/none", "fstype": "none",
+                                                     "opts": ["bind"], "purpose": "state"}]}
+    out = site.converge(expect_ok=False)
+    beta_ctl["lc-b-ctl1"] = None
+    check("would start cold" in out and "PLAY [Shared filesystems" not in out and "PLAY [MUNGE" not in out,
+          "a share over beta's saved state was not refused in the first play:\n%s" % out[-3000:])
+    check(not is_mount_point("lc-b-ctl1", STATE_DIR), "a share was mounted over beta's saved state")
+    check(controller_answers("lc-b-ctl1"), "beta's slurmctld stopped answering")
+
+
 def step_h_rename_with_opt_in(site):
     job = dexec("lc-b-ctl1", "sbatch", "--parsable", "-w", "lc-b-c1", "-t", "5", "--wrap", "sleep 20")
     wait_for("job %s running" % job, lambda: job_state("lc-b-ctl1", job) == "RUNNING", 60)
@@ -412,6 +452,7 @@ STEPS = [
     ("i", "munge and slurmd disabled by hand are enabled again", step_i_disabled_daemons_are_enabled_again),
     ("e", "remove a compute node with a job on it", step_e_remove_a_compute_node),
     ("f", "HA failover and back", step_f_ha_failover_and_back),
+    ("l", "StateSaveLocation on a share slurmctld requires; one over saved state refused", step_l_state_on_a_share),
     ("h", "rename beta to gamma (refused, then allowed)", step_h_rename_with_opt_in),
 ]
 
