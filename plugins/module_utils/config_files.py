@@ -106,6 +106,15 @@ def accepted_path(markers_dir, dest):
     return os.path.join(markers_dir, ACCEPTED_DIR, dest.strip("/").replace("/", "%"))
 
 
+def kept_private(kept_stat):
+    """Whether a kept copy is of a private file (slurm.key): readable by its owner alone, and that owner not root.
+
+    Copies carry their file's owner since removed files are kept; an older,
+    root-owned copy is of a file Slurm's daemons read, so it comes back readable.
+    """
+    return kept_stat.st_uid != 0 and not kept_stat.st_mode & 0o077
+
+
 def keeps_accepted_copy(current, pending):
     """Whether the file about to be replaced is the one the cluster accepted, to keep for a rollback.
 

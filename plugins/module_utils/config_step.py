@@ -180,9 +180,19 @@ def converge(module, params):
         if module._diff:
             diffs.append(dict(before_header=path, after_header=path, before="(present)\n", after="(absent)\n"))
         if not module.check_mode:
-            if markers_dir and path in dropped and config_files.keeps_accepted_copy(dropped[path], pending):
-                _keep_accepted(module, markers_dir, path, dropped[path])
+            # A removed file is kept too (slurm.key on the way back to MUNGE):
+            # a rollback to the configuration that needs it needs it back.
+            data = dropped[path] if path in dropped else (config_files.read_bytes(path) if markers_dir else None)
+            if markers_dir and config_files.keeps_accepted_copy(data, pending):
+                _keep_accepted(module, markers_dir, path, data)
             os.unlink(path)
+    if markers_dir and not pending and not module.check_mode:
+        # Gone and nothing pending: the cluster runs without it, so its kept
+        # copy (a retired key) is no longer what a rollback would put back.
+        for path in params["absent"]:
+            kept = config_files.accepted_path(markers_dir, path)
+            if path not in removed and not os.path.lexists(path) and os.path.exists(kept):
+                os.unlink(kept)
     changed_files += list(dropped)
     removed += list(dropped)
     changed = changed or bool(changed_files) or bool(removed)
@@ -242,10 +252,14 @@ def _keep_accepted(module, markers_dir, dest, current):
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o700)
     config_files.write_atomically(module, path, current, ".accepted.")
-    # With the file's own mode (the directory is root-only): a rollback that
-    # brings back a file gone since (a dropped Prolog) brings it back runnable.
+    # With the file's own mode and owner (the directory is root-only): a
+    # rollback that brings back a file gone since brings it back as it was (a
+    # dropped Prolog runnable, slurm.key the SlurmUser's alone).
     if os.path.exists(dest):
-        os.chmod(path, os.stat(dest).st_mode & 0o777)
+        stat = os.stat(dest)
+        os.chmod(path, stat.st_mode & 0o777)
+        if os.geteuid() == 0:
+            os.chown(path, stat.st_uid, stat.st_gid)
 
 
 def _units(params):

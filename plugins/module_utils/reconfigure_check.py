@@ -29,6 +29,25 @@ NODE_REJECTED_STATE = re.compile(r"\bINVAL\b|\bINVALID_REG\b")
 NODE_REJECTED_REASON = re.compile(r"different slurm\.conf|reported lower than configured|configured .* differs", re.I)
 
 
+# What scontrol prints when slurmctld's reply was lost, not the change refused:
+# a busy slurmctld (re-executing for the reconfigure on a loaded host) answers
+# after scontrol's MessageTimeout. Its log and its next answer then decide.
+REPLY_LOST = re.compile(
+    r"Socket timed out on send/recv|Zero Bytes were transmitted or received|Unable to contact slurm controller|"
+    r"Connection refused|Communication connection failure",
+    re.I,
+)
+
+
+def command_rejected(action, rc, output):
+    """The lines that say the reconfigure or restart command itself failed: [] when it ran, or when only its reply
+    was lost (REPLY_LOST)."""
+    output = (output or "").strip()
+    if rc == 0 or (action == "reconfigure" and REPLY_LOST.search(output)):
+        return []
+    return ["%s: %s" % (action, output)]
+
+
 def log_verdict(text):
     """``(rejected lines, warned lines)`` of the log written since the reconfigure."""
     rejected, warned = [], []

@@ -83,16 +83,22 @@ def main():
         current = config_files.read_bytes(dest)
         if current == kept:
             continue
-        restored[dest] = reconfigure_check.changed_lines(kept.decode("utf-8", "replace"),
-                                                         (current or b"").decode("utf-8", "replace"))
+        kept_stat = os.stat(config_files.accepted_path(markers_dir, dest))
+        private = config_files.kept_private(kept_stat)
+        # A private file's lines (a key, a password) are never shown.
+        restored[dest] = [] if private else reconfigure_check.changed_lines(
+            kept.decode("utf-8", "replace"), (current or b"").decode("utf-8", "replace"))
         if not module.check_mode:
-            # Over an existing file the move keeps its owner and mode; a file
-            # that went missing comes back readable, as Slurm's files are, and
-            # runnable when its kept copy was (a Prolog script).
+            # Over an existing file the move keeps its owner and mode. A file
+            # that went missing comes back as it was kept: a private one
+            # (slurm.key) with its owner and mode, the others readable, as
+            # Slurm's files are, and runnable when the copy was (a Prolog).
             config_files.write_atomically(module, dest, kept, ".slurm_config_restore.")
-            if current is None:
-                kept_mode = os.stat(config_files.accepted_path(markers_dir, dest)).st_mode & 0o777
-                os.chmod(dest, kept_mode | 0o644)
+            if current is None and private:
+                os.chown(dest, kept_stat.st_uid, kept_stat.st_gid)
+                os.chmod(dest, kept_stat.st_mode & 0o777)
+            elif current is None:
+                os.chmod(dest, (kept_stat.st_mode & 0o777) | 0o644)
     markers = [config_files.marker_path(markers_dir, name) for name in config_files.MARKERS]
     present = [path for path in markers if os.path.exists(path)]
     if not module.check_mode:

@@ -159,19 +159,20 @@ def main():
     if action == "reconfigure" and params["restart_unanswered"] and not wait_answer(module, scontrol, params["ping_timeout"]):
         action = "restart"
     offset, started = log_size(params["log_file"]), time.time()
-    rejected = []
     if action == "restart":
         rc, out, err = module.run_command([systemctl, "restart", "slurmctld"])
     else:
         rc, out, err = module.run_command([scontrol, "reconfigure"])
-    if rc != 0:
-        rejected.append("%s: %s" % (action, (err or out).strip()))
+    rejected = reconfigure_check.command_rejected(action, rc, err or out)
     is_up = wait_answer(module, scontrol, params["timeout"])
+    if is_up:
+        # Settled before the log is read: a reconfigure whose reply was lost
+        # logs its verdict as the controller comes back.
+        time.sleep(max(params["settle"], 0))
     log_rejected, warned = reconfigure_check.log_verdict(log_since(module, params["log_file"], offset, started))
     rejected += log_rejected
     problems = []
     if is_up and not rejected:
-        time.sleep(max(params["settle"], 0))
         rc, out, err = module.run_command([scontrol, "show", "node", "-o"])
         if rc == 0:
             problems = reconfigure_check.node_problems(reconfigure_check.parse_nodes(out))

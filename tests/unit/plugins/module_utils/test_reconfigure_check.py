@@ -69,3 +69,15 @@ def test_controller_up_reads_this_hosts_line():
     assert rc.controller_up(ping, "ctl2") is True
     assert rc.controller_up(ping, "ctl3") is None
     assert rc.controller_up("", "ctl1") is None
+
+
+def test_a_lost_reply_is_no_refusal_but_a_failed_command_is():
+    # What scontrol printed in CI when both controllers of a loaded host took longer than MessageTimeout.
+    lost = "slurm_reconfigure error: Socket timed out on send/recv operation"
+    assert rc.command_rejected("reconfigure", 1, lost) == []
+    assert rc.command_rejected("reconfigure", 0, "") == []
+    assert rc.command_rejected("reconfigure", 1, "slurm_reconfigure error: Unspecified error") == [
+        "reconfigure: slurm_reconfigure error: Unspecified error"]
+    # A restart that failed failed, whatever it printed.
+    assert rc.command_rejected("restart", 1, "Job for slurmctld.service failed. Connection refused") == [
+        "restart: Job for slurmctld.service failed. Connection refused"]

@@ -557,3 +557,28 @@ def test_a_job_container_conf_change_asks_for_a_restart(run_module, tmp_path):
     step["files"][-1]["content"] = "BasePath=/b\n"
     result = run_module(step)
     assert result["restart_required"] and markers(tmp_path) == ["hybridhpc-pending-reconfigure", "hybridhpc-pending-restart"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file another owner needs root")
+def test_a_removed_file_is_kept_with_its_owner_and_mode_until_the_cluster_runs_without_it(run_module, tmp_path):
+    """slurm.key removed on the way back to MUNGE: a rollback to the configuration that needs it needs it back."""
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    key = etc / "slurm.key"
+    key.write_text("key-bytes\n")
+    os.chown(key, 64030, 64030)
+    os.chmod(key, 0o600)
+    absent = {"absent": [str(key)], "markers_dir": str(tmp_path / "state")}
+    (tmp_path / "state").mkdir()
+    run_module(absent)
+    kept = config_files.accepted_path(str(tmp_path / "state"), str(key))
+    assert not key.exists() and open(kept).read() == "key-bytes\n"
+    assert oct(os.stat(kept).st_mode & 0o777) == "0o600" and os.stat(kept).st_uid == 64030
+    # A run interrupted before the cluster applied the removal keeps the copy.
+    (tmp_path / "state" / (config_files.MARKER_PREFIX + "reconfigure")).touch()
+    run_module(absent)
+    assert os.path.exists(kept)
+    # Applied (no marker left): the cluster runs without it, the retired key's copy goes.
+    (tmp_path / "state" / (config_files.MARKER_PREFIX + "reconfigure")).unlink()
+    assert not run_module(absent)["changed"]
+    assert not os.path.exists(kept)

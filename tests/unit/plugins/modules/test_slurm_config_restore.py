@@ -80,3 +80,19 @@ def test_a_removed_script_comes_back_runnable(run_module, host, tmp_path):
     os.chmod(kept, 0o755)
     run_module({"files": [str(script)], "markers_dir": str(state)})
     assert script.read_text() == "#!/bin/sh\ntrue\n" and oct(script.stat().st_mode & 0o777) == "0o755"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file another owner needs root")
+def test_a_removed_key_comes_back_its_owners_alone_and_its_bytes_never_shown(run_module, host, tmp_path):
+    """The way back to MUNGE removed slurm.key; the accepted configuration still needs it."""
+    _conf, state = host
+    key = tmp_path / "etc" / "slurm.key"
+    kept = config_files.accepted_path(str(state), str(key))
+    with open(kept, "w") as handle:
+        handle.write("secret-key-bytes\n")
+    os.chown(kept, 64030, 64030)
+    os.chmod(kept, 0o600)
+    result = run_module({"files": [str(key)], "markers_dir": str(state)})
+    assert key.read_text() == "secret-key-bytes\n"
+    assert oct(key.stat().st_mode & 0o777) == "0o600" and (key.stat().st_uid, key.stat().st_gid) == (64030, 64030)
+    assert result["restored"] == {str(key): []} and "secret-key-bytes" not in repr(result)
