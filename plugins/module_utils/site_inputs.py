@@ -22,7 +22,7 @@ import json
 import os
 import re
 
-from ansible_collections.hybridhpc.slurm.plugins.module_utils import accounting, elastic, pam_adopt, slurm_majors
+from ansible_collections.hybridhpc.slurm.plugins.module_utils import accounting, copilot_rbac, elastic, pam_adopt, slurm_majors
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.cluster_plan import record_node_names
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.hostlist import HostlistError, expand
 from ansible_collections.hybridhpc.slurm.plugins.module_utils.sacctmgr import (
@@ -717,6 +717,10 @@ def ack_mode_problems(inputs):
 def copilot_problems(inputs, isfile=os.path.isfile):
     problems = []
     _kube_common(inputs, "copilot", problems, isfile)
+    _file_on_controller(inputs, "copilot_rbac_kubeconfig", problems, isfile)
+    if "copilot_service_account" in inputs or "copilot_service_account_namespace" in inputs:
+        problems += copilot_rbac.problems(inputs.get("copilot_service_account", "hybridhpc-copilot"),
+                                          inputs.get("copilot_service_account_namespace", "hybridhpc-copilot"))
     _int_var(inputs, "copilot_token_lifespan", problems, 30, 86400, "seconds")
     _port_var(inputs, "copilot_metrics_port", problems)
     _int_var(inputs, "copilot_watchdog_sec", problems, 1)

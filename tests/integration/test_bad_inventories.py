@@ -188,6 +188,10 @@ CASES = {
     "newline in a copilot_config value": (inventory(copilot_config={"drain_sync": "a\nb"}), "copilot_config.drain_sync"),
     "copilot_metrics_port out of range": (inventory(copilot_metrics_port=70000), "copilot_metrics_port: 70000 is not a TCP port"),
     "copilot namespace Kubernetes refuses": (inventory(copilot_cluster_namespace="Slurm_NS"), "copilot_cluster_namespace: 'Slurm_NS'"),
+    "copilot ServiceAccount name Kubernetes refuses": (
+        inventory(copilot_service_account="Copilot_SA"), "copilot_service_account: 'Copilot_SA' is not a Kubernetes name"),
+    "copilot_rbac_kubeconfig that does not exist": (
+        inventory(copilot_rbac_kubeconfig="/nonexistent/admin"), "copilot_rbac_kubeconfig: /nonexistent/admin does not exist"),
     # accounting entities sacctmgr would refuse only in the accounting play, after the configuration plays
     "QoS flag Slurm does not know": (
         inventory(slurm_qos=[{"name": "gpu", "flags": ["DenyOnLimit", "NoSuchFlag"]}]),
