@@ -155,7 +155,7 @@ def main() -> int:
     report.write_text(json.dumps({"python": sys.version.split()[0], "cpus": os.cpu_count(), "nodes": args.nodes, "scrapes_s": seconds,
                                   "median_s": median, "peak_rss_mb": rss, "samples": samples, "verdicts": verdicts}, indent=2))
     print("report: %s" % report)
-    return 0
+    return 1 if any("MISSED" in line for line in verdicts) else 0
 
 
 if __name__ == "__main__":

@@ -156,7 +156,7 @@ def test_the_service_account_can_do_nothing_more(site):
         core = kubernetes.client.CoreV1Api(client)
         custom = kubernetes.client.CustomObjectsApi(client)
         attempts = {
-            "list every Secret": lambda: core.list_secret_for_all_namespaces(),
+            "list every Secret": core.list_secret_for_all_namespaces,
             "read another Secret beside ACK's token": lambda: core.read_namespaced_secret("another-secret", SECRET_NAMESPACE),
             "delete a Pod": lambda: core.delete_namespaced_pod(site["pod"][1], site["pod"][0]),
             "create a Pod": lambda: core.create_namespaced_pod("default", {
