@@ -352,12 +352,19 @@ class GrantWatch:
                     "timeoutSeconds": "600",
                     "labelSelector": "%s=%s" % (LABEL_CLUSTER_NAME, CLUSTER),
                 }
-                with client.stream("GET", GENERICNODES_PATH, params=params) as response:
-                    for line in response.iter_lines():
-                        if self.stopped:
-                            return
-                        if line:
-                            self._event(json.loads(line), time.monotonic())
+                try:
+                    with client.stream("GET", GENERICNODES_PATH, params=params) as response:
+                        for line in response.iter_lines():
+                            if self.stopped:
+                                return
+                            if line:
+                                self._event(json.loads(line), time.monotonic())
+                except httpx.HTTPError:
+                    # The API server may end a watch at any time (a real one does, after a while):
+                    # watch again from the last resourceVersion seen, as client-go's reflector does.
+                    if self.stopped:
+                        return
+                    time.sleep(0.1)
 
     def _event(self, event: dict, seen: float) -> None:
         obj = event.get("object") or {}
@@ -603,6 +610,7 @@ def num(value) -> str:
 
 
 def table(results: list[dict]) -> str:
+    kube_processes = [who for who in KUBE_PROCESSES if any(who in r.get("kubernetes_processes", {}) for r in results)]
     rows = [
         ("sequential admissions (granted/asked)", lambda r: "%d/%d" % (r["sequential"]["granted"], r["sequential"]["admissions"])),
         ("  latency p50 ms", lambda r: ms(r["sequential"]["granted_p50_ms"])),
@@ -622,14 +630,14 @@ def table(results: list[dict]) -> str:
         ("RSS now (VmRSS) after the run MB", lambda r: num(r["memory_after_run"]["VmRSS"])),
         ("copilot CPU s (whole run)", lambda r: num(r["memory_after_run"]["cpu_seconds"])),
         ("burst CPU s: copilot", lambda r: num(r["cpu_seconds_by_phase"]["burst"]["copilot"])),
-        *[("  %s" % who, lambda r, who=who: num(r["cpu_seconds_by_phase"]["burst"].get(who))) for who in KUBE_PROCESSES],
+        *[("  %s" % who, lambda r, who=who: num(r["cpu_seconds_by_phase"]["burst"].get(who))) for who in kube_processes],
         ("  fake slurmrestd", lambda r: num(r["cpu_seconds_by_phase"]["burst"]["fake_slurmrestd"])),
         ("  bench (scheduler, watch)", lambda r: num(r["cpu_seconds_by_phase"]["burst"]["bench"])),
         ("  wall-clock s", lambda r: num(r["cpu_seconds_by_phase"]["burst"]["wall_s"])),
         *[("%s VmHWM MB / CPU s (whole run)" % who,
            lambda r, who=who: "-" if who not in r.get("kubernetes_processes", {}) else "%.0f / %.1f" % (
                r["kubernetes_processes"][who]["VmHWM"], r["kubernetes_processes"][who]["cpu_seconds"]))
-          for who in KUBE_PROCESSES],
+          for who in kube_processes],
         ("machine load (1 min) before/after", lambda r: "%.1f/%.1f" % (r["load_average_before"][0], r["load_average_after"][0])),
     ]
     header = "%-40s" % "GenericNodes" + "".join("%14d" % r["generic_nodes"] for r in results)
