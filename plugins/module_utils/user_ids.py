@@ -16,6 +16,17 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import pwd
+
+
+def resolve(name):
+    """[uid, gid] of a user as this host's name service resolves it (NSS: files, sss, ldap), None when unknown."""
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        return None
+    return [entry.pw_uid, entry.pw_gid]
+
 
 def problems(names, mine, host, must_resolve, reference=None, reference_host=None):
     """Messages for this host.

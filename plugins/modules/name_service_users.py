@@ -54,18 +54,11 @@ users:
   sample: {alice: [20001, 20001], carol: null}
 """
 
-import pwd
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-
-def user_ids(name):
-    try:
-        entry = pwd.getpwnam(name)
-    except KeyError:
-        return None
-    return [entry.pw_uid, entry.pw_gid]
+from ansible_collections.hybridhpc.slurm.plugins.module_utils.user_ids import resolve as user_ids
 
 
 def main():

@@ -153,11 +153,11 @@ import contextlib
 import fnmatch
 import os
 import platform
-import pwd
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.hybridhpc.slurm.plugins.module_utils import lean_facts
+from ansible_collections.hybridhpc.slurm.plugins.module_utils.user_ids import resolve as user_ids
 
 # The format module_utils/host_packages.missing() reads (a test keeps the two
 # equal): not imported, so that the module ships without the planning code.
@@ -246,15 +246,6 @@ def read_file(path):
             return {"exists": True, "content": base64.b64encode(handle.read()).decode("ascii")}
     except (IOError, OSError):
         return {"exists": False, "content": ""}
-
-
-def user_ids(name):
-    """[uid, gid] of a user as the host's name service resolves it (NSS: files, sss, ldap), None when unknown."""
-    try:
-        entry = pwd.getpwnam(name)
-    except KeyError:
-        return None
-    return [entry.pw_uid, entry.pw_gid]
 
 
 def main():
