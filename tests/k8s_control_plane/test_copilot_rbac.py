@@ -39,6 +39,8 @@ def apply(api_client, obj):
     name, namespace = obj["metadata"]["name"], obj["metadata"].get("namespace")
     create, replace = {
         "Namespace": (lambda: core.create_namespace(obj), lambda: core.replace_namespace(name, obj)),
+        "Secret": (lambda: core.create_namespaced_secret(namespace, obj),
+                   lambda: core.replace_namespaced_secret(name, namespace, obj)),
         "ServiceAccount": (lambda: core.create_namespaced_service_account(namespace, obj),
                            lambda: core.replace_namespaced_service_account(name, namespace, obj)),
         "ClusterRole": (lambda: rbac.create_cluster_role(obj), lambda: rbac.replace_cluster_role(name, obj)),
@@ -68,11 +70,13 @@ def site(control_plane, api_client, manifests):
     import kubernetes
 
     core = kubernetes.client.CoreV1Api(api_client)
-    # ACK's operator namespace and its token Secret exist before the copilot (the operator made them).
-    core.create_namespace({"metadata": {"name": SECRET_NAMESPACE}})
-    core.create_namespaced_secret(SECRET_NAMESPACE, {"metadata": {"name": copilot_rbac.JWT_SECRET_NAME},
-                                                     "stringData": {"onprem": "a-slurmrestd-token"}})
-    core.create_namespaced_secret(SECRET_NAMESPACE, {"metadata": {"name": "another-secret"}, "stringData": {"k": "v"}})
+    # ACK's operator namespace and its token Secret exist before the copilot (the operator made them). The
+    # session's plane is shared: the ack-mode role's test may have made the namespace already.
+    apply(api_client, {"kind": "Namespace", "metadata": {"name": SECRET_NAMESPACE}})
+    apply(api_client, {"kind": "Secret", "metadata": {"name": copilot_rbac.JWT_SECRET_NAME, "namespace": SECRET_NAMESPACE},
+                       "stringData": {"onprem": "a-slurmrestd-token"}})
+    apply(api_client, {"kind": "Secret", "metadata": {"name": "another-secret", "namespace": SECRET_NAMESPACE},
+                       "stringData": {"k": "v"}})
     for obj in manifests:
         apply(api_client, obj)
     suffix = uuid.uuid4().hex[:6]
