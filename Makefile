@@ -193,9 +193,11 @@ unit: deps
 	@HYBRIDHPC_PROPERTY_EXAMPLES=$(PROPERTY_EXAMPLES_TEST) $(BIN)/pytest -q --basetemp=$(ROOT)/.cache/pytest-unit tests/unit roles/copilot/files/copilot/tests tests/k8s_double \
 	  roles/power_save/files/hybridhpc_power/tests roles/monitoring/files/hybridhpc_exporter/tests roles/node_health/files/hybridhpc_health/tests
 
-property: deps
-	@echo "make: the copilot's property test, 10,000 random interleavings"
+property: deps k8s-bin
+	@echo "make: the copilot's property test, 10,000 random interleavings on the API double and 1,000 on the real API server"
 	@HYBRIDHPC_PROPERTY_EXAMPLES=10000 $(BIN)/pytest -q -s -p no:cacheprovider roles/copilot/files/copilot/tests/test_copilot_property.py
+	@HYBRIDHPC_K8S_BIN=$(K8S_BIN_DIR) HYBRIDHPC_REAL_PROPERTY_EXAMPLES=1000 $(BIN)/pytest -q -s -p no:cacheprovider \
+	  tests/k8s_control_plane/test_property_on_real_server.py
 
 # The monitoring role's alert rules through Prometheus's promtool (check rules,
 # test rules), the promtool of Debian's package (tests/rules/promtool.sh).
@@ -422,9 +424,14 @@ k8s-bin:
 k8s-bin-dir:
 	@echo $(K8S_BIN_DIR)
 
+# The copilot's property test on the real API server: about half a second per
+# interleaving (each a hundred requests or so to kube-apiserver), so fewer than
+# on the double; make property draws more of both.
+REAL_PROPERTY_EXAMPLES ?= 200
 k8s-test: deps k8s-bin
 	@echo "make: pytest the control plane (etcd, kube-apiserver, kube-scheduler, kwok on 127.0.0.1) from $(K8S_BIN_DIR)"
-	@mkdir -p $(ROOT)/.cache; HYBRIDHPC_K8S_BIN=$(K8S_BIN_DIR) $(BIN)/pytest -q --basetemp=$(ROOT)/.cache/pytest-k8s tests/k8s_control_plane
+	@mkdir -p $(ROOT)/.cache; HYBRIDHPC_K8S_BIN=$(K8S_BIN_DIR) HYBRIDHPC_REAL_PROPERTY_EXAMPLES=$(REAL_PROPERTY_EXAMPLES) \
+	  $(BIN)/pytest -q -s --basetemp=$(ROOT)/.cache/pytest-k8s tests/k8s_control_plane
 
 clean: lab-down
 	@rm -rf $(VENV) .collections .cache build .lab-image*

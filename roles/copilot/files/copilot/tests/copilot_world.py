@@ -1,10 +1,13 @@
 """A small world for the property test: Slurm, the API server, a scheduler, and the copilot.
 
 The copilot runs its real loop code (informers, executor, passes) and its real
-clients: ``KubeClient`` to the Kubernetes API server double (in memory:
-``KubeDouble(listen=False)``) and ``RestSlurm`` to the fake slurmrestd (an
-httpx transport; ``tests/fakes/slurmrestd.py`` at the collection's root) over
-``FakeSlurm``. Everything else that happens in a cluster is an operation on
+clients: ``KubeClient`` to a Kubernetes API server and ``RestSlurm`` to the
+fake slurmrestd (an httpx transport; ``tests/fakes/slurmrestd.py`` at the
+collection's root) over ``FakeSlurm``. The API server is the double in memory
+(``KubeDouble(listen=False)``) unless ``api`` gives another with the same
+in-process calls: tests/k8s_control_plane/real_world.py runs the world on a
+real kube-apiserver, where the faults it cannot produce on demand (5xx, a 409
+out of nowhere) are not injected and 409s come from the server itself. Everything else that happens in a cluster is an operation on
 the world: a scheduler asking for admissions, binding pods once granted and
 deleting them, Slurm jobs starting and ending against the count-only GRES,
 reconfigures reverting the GRES, copilot restarts (all in-memory state
@@ -18,6 +21,7 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from copilot_builders import rest_slurm_of
 from copilot_process import KubeDouble
@@ -64,24 +68,33 @@ class World:
     history: dict = field(default_factory=dict)  # admission uid -> states seen
     trace: list = field(default_factory=list)
     stats: dict = field(default_factory=dict)
+    api: Any = None  # the API server (KubeDouble's in-process calls); None: the double in memory
+    cluster: str = CLUSTER
+    prefix: str = ""  # of the Kubernetes objects' names, so that worlds can share a real API server
 
     def __post_init__(self):
         self.rng = random.Random(self.seed)
-        self.double = KubeDouble(window=40, listen=False).start()
-        self.double.intercept(None, "", self._kube_fault, count=None)  # before every request the copilot sends
-        self.kube = self.double.client()
+        if self.api is None:
+            self.api = KubeDouble(window=40, listen=False).start()
+        self.injects = getattr(self.api, "injects_faults", True)
+        self.api.intercept(None, "", self._kube_fault, count=None)  # before every request the copilot sends
+        self.kube = self.api.client()
         self.slurm = FakeSlurm([FakeNode("c%d" % i, cpu, mem, other_gres="gpu:1" if i else "",
                                          gres_shared=self.strategy == "gres")
                                 for i, (cpu, mem) in enumerate(self.capacities)], fault=self._slurm_fault)
         for i in range(len(self.capacities)):
-            self.double.add_in_process({
+            self.api.add_in_process({
                 "apiVersion": names.API_VERSION, "kind": names.KIND,
-                "metadata": {"name": "k8s-c%d" % i, "labels": {names.LABEL_CLUSTER_NAME: CLUSTER}},
+                "metadata": {"name": self.generic_node(i), "labels": {names.LABEL_CLUSTER_NAME: self.cluster}},
                 "spec": {"alias": "c%d" % i, "type": names.NODE_TYPE_SLURM, "admissions": []},
             })
-            self.double.add_in_process({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "k8s-c%d" % i}, "spec": {}})
+            self.api.add_in_process({"apiVersion": "v1", "kind": "Node", "metadata": {"name": self.generic_node(i)}, "spec": {}})
         self.serial = 0
         self.restart()
+
+    def generic_node(self, index: int) -> str:
+        """The name of node ``index``'s GenericNode (and of its Kubernetes Node)."""
+        return "%sk8s-c%d" % (self.prefix, index % len(self.capacities))
 
     # -- the copilot ---------------------------------------------------------------------
     def settings(self) -> core.Settings:
@@ -94,7 +107,7 @@ class World:
         # Slurm actions that failed wait out their backoff on a clock of their own: settle() moves it past any.
         # The copilot's own Slurm client, through the fake slurmrestd (no socket) to this world's Slurm.
         slurm = rest_slurm_of(self.slurm)
-        self.copilot = Copilot(self.kube, slurm, self.settings(), CLUSTER, clock=lambda: self.now,
+        self.copilot = Copilot(self.kube, slurm, self.settings(), self.cluster, clock=lambda: self.now,
                                backoff=Backoff(clock=lambda: self.retry_clock))
 
     def run_pass(self, full: bool, drop: bool):
@@ -121,7 +134,7 @@ class World:
     def _kube_fault(self, method, _path):
         """Before each request to the API server: what lands meanwhile, and the answer instead, if any."""
         self._interleave()
-        if self.faults in ("kube", "all") and self.rng.random() < self.fault_rate:
+        if self.injects and self.faults in ("kube", "all") and self.rng.random() < self.fault_rate:
             if method == "PUT" and self.rng.random() < 0.5:  # a write of the ledger or the finalizer
                 return 409
             return 503
@@ -159,16 +172,19 @@ class World:
         self.retry_clock += seconds
 
     def op_compact(self):
-        self.double.compact()
+        self.api.compact()
 
     def _update_spec(self, node, change):
-        self.double.update_in_process(node, lambda obj: change(obj["spec"].setdefault("admissions", [])))
+        self.api.update_in_process(node, lambda obj: change(obj["spec"].setdefault("admissions", [])))
 
     def op_admit(self, index, cpu, mem):
-        node = "k8s-c%d" % (index % len(self.capacities))
+        node = self.generic_node(index)
         self.serial += 1
-        name = "p%d" % self.serial
-        pod = self.double.add_in_process({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}})
+        name = "%sp%d" % (self.prefix, self.serial)
+        # No scheduler places it: the world binds pods itself (op_schedule).
+        pod = self.api.add_in_process({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+                                       "spec": {"schedulerName": "hybridhpc-property-world",
+                                                "containers": [{"name": "c", "image": "none"}]}})
         record = PodRecord(name, node, cpu, mem, pod["metadata"]["uid"])
         self.pods[name] = record
         uid = "adm-" + name
@@ -203,7 +219,7 @@ class World:
             adms[:] = [a for a in adms if a["uid"] not in gone]
 
         for i in range(len(self.capacities)):
-            self._update_spec("k8s-c%d" % i, drop_gone)
+            self._update_spec(self.generic_node(i), drop_gone)
 
     def op_job_start(self, index, cpus, mem):
         slurm_node = "c%d" % (index % len(self.capacities))
@@ -234,8 +250,8 @@ class World:
                 self.slurm.register(name)
 
     def op_cordon(self, index, unschedulable):
-        name = "k8s-c%d" % (index % len(self.capacities))
-        self.double.update_in_process(name, lambda obj: obj.setdefault("spec", {}).update(unschedulable=unschedulable),
+        name = self.generic_node(index)
+        self.api.update_in_process(name, lambda obj: obj.setdefault("spec", {}).update(unschedulable=unschedulable),
                                       plural=NODES)
 
     def op_admin_drain(self, index, drain):
@@ -247,7 +263,7 @@ class World:
 
     def _settled_placeholders(self, index, status):
         """After a resync: one running placeholder job per granted admission, none for anything else."""
-        gn = "k8s-c%d" % index
+        gn = self.generic_node(index)
         ledger = status.get(names.STATUS_ADMISSIONS) or {}
         active = {}
         for job in self.slurm.jobs.values():
@@ -278,15 +294,15 @@ class World:
                 slurm_alloc, node.used))
 
     def _cordoned(self, index) -> bool:
-        return bool(self.double.peek("k8s-c%d" % index, NODES)["spec"].get("unschedulable"))
+        return bool(self.api.peek(self.generic_node(index), NODES)["spec"].get("unschedulable"))
 
     def _delete_pod(self, record):
         record.alive = False
         record.bound = False
-        self.double.delete_in_process(record.name, PODS, "default")
+        self.api.delete_in_process(record.name, PODS, "default")
 
     def _entry(self, record):
-        obj = self.double.peek(record.node)
+        obj = self.api.peek(record.node)
         return ((obj or {}).get("status") or {}).get(names.STATUS_ADMISSIONS, {}).get("adm-" + record.name)
 
     # -- what must always hold ------------------------------------------------------------------
@@ -294,7 +310,7 @@ class World:
         if self.slurm.violations:
             raise InvariantBroken("Slurm rule broken: %s" % self.slurm.violations)
         for i, (cap_cpu, cap_mem) in enumerate(self.capacities):
-            slurm_node, gn = "c%d" % i, "k8s-c%d" % i
+            slurm_node, gn = "c%d" % i, self.generic_node(i)
             fake = self.slurm.nodes[slurm_node]
             if fake.count_cpu > cap_cpu or fake.count_mem > cap_mem:
                 raise InvariantBroken("%s: GRES %s above configured" % (slurm_node, fake.gres))
@@ -306,7 +322,7 @@ class World:
             if cpu * 1000 + sum(r.cpu for r in bound) > cap_cpu * 1000 or mem * MIB + sum(r.mem for r in bound) > cap_mem * MIB:
                 raise InvariantBroken("%s: Slurm %d CPUs %d MB + running pods %s exceed %d CPUs %d MB" % (
                     slurm_node, cpu, mem, [(r.name, r.cpu, r.mem) for r in bound], cap_cpu, cap_mem))
-            ledger = ((self.double.peek(gn).get("status") or {}).get(names.STATUS_ADMISSIONS) or {})
+            ledger = ((self.api.peek(gn).get("status") or {}).get(names.STATUS_ADMISSIONS) or {})
             granted = [core.entry_amounts(e) for e in ledger.values() if e.get("state") == names.GRANTED]
             if self.strategy == placeholder.STRATEGY:  # every admission has its own job, in whole CPUs and MiB
                 sizes = [placeholder.job_size(e) for e in ledger.values() if e.get("state") == names.GRANTED]
@@ -365,7 +381,7 @@ class World:
             raise InvariantBroken("a resync right after a resync still acted: %s" % [(a.kind, a.node) for a in again.actions])
         slurm_nodes = rest_slurm_of(self.slurm).node_states()  # as the copilot reads them (no fault: none is on)
         for i, (cap_cpu, cap_mem) in enumerate(self.capacities):
-            gn = self.double.peek("k8s-c%d" % i)
+            gn = self.api.peek(self.generic_node(i))
             status = gn.get("status") or {}
             node = slurm_nodes["c%d" % i]
             # A refused registration keeps the node drained while jobs hold the GRES (Slurm refuses it

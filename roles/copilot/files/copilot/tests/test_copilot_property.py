@@ -112,8 +112,9 @@ def found_in_ci(data: bytes) -> dict:
             "ops": decode_all(data)}
 
 
-def run_scenario(scenario) -> World:
-    world = World(scenario["capacities"], scenario["configured_in_config"], scenario["seed"], scenario["strategy"])
+def run_scenario(scenario, **world) -> World:
+    """One interleaving, the invariants checked after each operation; ``world``: World's other fields (its API server)."""
+    world = World(scenario["capacities"], scenario["configured_in_config"], scenario["seed"], scenario["strategy"], **world)
     for op in scenario["ops"]:
         if op[0] == "settle":
             world.settle()
