@@ -41,8 +41,7 @@ for _path in (ROOT / "tests", COPILOT / "tests"):
 from copilot_world import World  # noqa: E402
 from hybridhpc_copilot import names  # noqa: E402
 from hybridhpc_copilot.units import MIB  # noqa: E402
-from hypothesis import HealthCheck, example, given, settings  # noqa: E402
-from test_copilot_property import FOUND_1, FOUND_2, found_in_ci, run_scenario, scenarios  # noqa: E402
+from test_copilot_property import interleavings, run_scenario  # noqa: E402
 
 from .real_world import RealApiServer  # noqa: E402
 
@@ -61,11 +60,7 @@ def real_api_server():
 def test_random_interleavings_keep_the_invariants_on_a_real_api_server(real_api_server):
     runs, stats = [], {}
 
-    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=False,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-    @given(scenarios)
-    @example(found_in_ci(FOUND_1))
-    @example(found_in_ci(FOUND_2))
+    @interleavings(EXAMPLES)
     def check(scenario):
         world_id = uuid.uuid4().hex[:8]
         try:

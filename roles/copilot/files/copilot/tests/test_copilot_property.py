@@ -125,14 +125,21 @@ def run_scenario(scenario, **world) -> World:
     return world
 
 
+def interleavings(examples: int):
+    """Hypothesis' decorator for a check of one scenario: ``examples`` drawn, and the ones CI found, always."""
+
+    def decorate(check):
+        found = example(found_in_ci(FOUND_2))(example(found_in_ci(FOUND_1))(check))
+        return settings(max_examples=examples, deadline=None, database=None, derandomize=False,
+                        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])(given(scenarios)(found))
+
+    return decorate
+
+
 def test_random_interleavings_keep_the_invariants():
     runs = []
 
-    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=False,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-    @given(scenarios)
-    @example(found_in_ci(FOUND_1))
-    @example(found_in_ci(FOUND_2))
+    @interleavings(EXAMPLES)
     def check(scenario):
         run_scenario(scenario)
         runs.append(len(scenario["ops"]))
