@@ -230,8 +230,8 @@ HANDOFF := $(ROOT)/.cache/lab-handoff
 # clock; the longest, lifecycle, takes about 18 minutes in CI. The lock wait is
 # not counted.
 MOLECULE_TIMEOUT ?= 2700
-# colocation runs etcd and kube-apiserver from make k8s-bin in its controller container.
-molecule: deps image $(if $(filter colocation,$(MOLECULE_SCENARIOS)),k8s-bin)
+# colocation and upgrade run etcd, kube-apiserver and kwok from make k8s-bin in a controller container.
+molecule: deps image $(if $(filter colocation upgrade,$(MOLECULE_SCENARIOS)),k8s-bin)
 	@mkdir -p $(LOCKS); rm -rf $(HANDOFF); handoff=; \
 	 case " $(MOLECULE_SCENARIOS) " in *" lifecycle "*"faults "*) handoff=$(HANDOFF) ;; esac; \
 	 for s in $(MOLECULE_SCENARIOS); do \
