@@ -431,7 +431,7 @@ REAL_PROPERTY_EXAMPLES ?= 200
 k8s-test: deps k8s-bin
 	@echo "make: pytest the control plane (etcd, kube-apiserver, kube-scheduler, kwok on 127.0.0.1) from $(K8S_BIN_DIR)"
 	@mkdir -p $(ROOT)/.cache; HYBRIDHPC_K8S_BIN=$(K8S_BIN_DIR) HYBRIDHPC_REAL_PROPERTY_EXAMPLES=$(REAL_PROPERTY_EXAMPLES) \
-	  $(BIN)/pytest -q -s --basetemp=$(ROOT)/.cache/pytest-k8s tests/k8s_control_plane
+	  $(BIN)/pytest -q --basetemp=$(ROOT)/.cache/pytest-k8s tests/k8s_control_plane
 
 clean: lab-down
 	@rm -rf $(VENV) .collections .cache build .lab-image*

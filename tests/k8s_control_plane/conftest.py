@@ -132,6 +132,17 @@ def copilot_kube(kubeconfig):
     return copilot_client(kubeconfig)
 
 
+@pytest.fixture
+def report_line(capsys):
+    """Print a line past pytest's output capture (a run's figures, shown when it passes too)."""
+
+    def report(line):
+        with capsys.disabled():
+            print(line)
+
+    return report
+
+
 def wait_for(what, probe, timeout=READY_TIMEOUT, interval=0.2):
     """``probe()``'s first true answer, polling at most ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

@@ -131,15 +131,16 @@ class CaughtUpKube:
 class RealApiServer:
     """A real kube-apiserver driven through the calls the world makes of ``KubeDouble`` in process.
 
-    ``kubeconfig``: the admin's; ``etcd_revision`` and ``compact``: the plane's
+    ``kubeconfig``: the admin's; ``etcd_revision`` and ``compact(revision)``: the plane's
     (its API server must watch etcd directly, ``--watch-cache=false``, for a
     compaction to expire a watch).
     """
 
     injects_faults = False  # a real server answers 5xx or an unprovoked 409 only when it fails: not on demand
 
-    def __init__(self, kubeconfig: str, etcd_revision: Callable[[], int], compact: Callable[[], int]):
+    def __init__(self, kubeconfig: str, etcd_revision: Callable[[], int], compact: Callable[[int], int]):
         self.kubeconfig, self._compact = kubeconfig, compact
+        self._compacted = 0
         self.admin = KubeClient(kubeconfig=kubeconfig, request_timeout=15.0)
         self.writes = Writes(etcd_revision)
         self.hooks: list[Callable[[str, str], Any]] = []
@@ -200,7 +201,10 @@ class RealApiServer:
 
     def compact(self) -> None:
         """etcd forgets its history up to now: a watch from before gets 410 Gone from the API server."""
-        self._compact()
+        revision = self.writes.etcd_revision()
+        if revision > self._compacted:  # etcd refuses a compaction to where it compacted already
+            self._compact(revision)
+            self._compacted = revision
 
     # -- between worlds ------------------------------------------------------------------
     def clean_up(self) -> None:

@@ -57,7 +57,7 @@ def real_api_server():
         yield RealApiServer(str(kubeconfig), plane.etcd_revision, plane.compact_etcd)
 
 
-def test_random_interleavings_keep_the_invariants_on_a_real_api_server(real_api_server):
+def test_random_interleavings_keep_the_invariants_on_a_real_api_server(real_api_server, report_line):
     runs, stats = [], {}
 
     @interleavings(EXAMPLES)
@@ -74,7 +74,7 @@ def test_random_interleavings_keep_the_invariants_on_a_real_api_server(real_api_
     started = time.monotonic()
     check()
     elapsed = time.monotonic() - started
-    print("\n%d interleavings (%d operations) on the real API server in %.1fs; 410 Gone %d; %s" % (
+    report_line("\n%d interleavings (%d operations) on the real API server in %.1fs; 410 Gone %d; %s" % (
         len(runs), sum(runs), elapsed, real_api_server.writes.gone, ", ".join("%s %d" % kv for kv in sorted(stats.items()))))
     assert len(runs) >= EXAMPLES
 
