@@ -26,8 +26,6 @@ from hybridhpc_copilot.kube import GENERICNODES, NODES, PODS, KubeClient, Tempor
 # How long a watch may take to bring the writes this world knows of; a real server on loopback takes milliseconds.
 CATCH_UP_SECONDS = 20
 
-_KIND_OF_PLURAL = {"genericnodes": GENERICNODES, "pods": PODS, "nodes": NODES}
-
 
 def _rv(obj: dict) -> int:
     value = (obj.get("metadata") or {}).get("resourceVersion")
@@ -178,8 +176,9 @@ class RealApiServer:
 
     def update_in_process(self, name: str, change: Callable[[dict], Any], plural: str = GENERICNODES,
                           namespace: str | None = None, subresource: str = "") -> dict:
-        """Read, change, write, as another controller does: again from a fresh read on a conflict."""
-        kind = _KIND_OF_PLURAL[plural]
+        """Read, change, write, as another controller does: again from a fresh read on a conflict. (The double's
+        plurals are the copilot's kinds: ``genericnodes``, ``pods``, ``nodes``.)"""
+        kind = plural
         path = object_path(kind, name, namespace) + ("/" + subresource if subresource else "")
         for _attempt in range(20):
             obj = self.admin.get_object(kind, name, namespace)
@@ -191,13 +190,11 @@ class RealApiServer:
         raise AssertionError("update of %s %s: 20 conflicts in a row" % (kind, name))
 
     def delete_in_process(self, name: str, plural: str = GENERICNODES, namespace: str | None = None) -> None:
-        kind = _KIND_OF_PLURAL[plural]
-        self.admin._json("delete %s %s" % (kind, name), "DELETE", object_path(kind, name, namespace),
-                         body={"gracePeriodSeconds": 0})
-        self.writes.deleted(kind, "%s/%s" % (namespace, name) if namespace else name)
+        self._delete(plural, name, namespace)
+        self.writes.deleted(plural, "%s/%s" % (namespace, name) if namespace else name)
 
     def peek(self, name: str, plural: str = GENERICNODES, namespace: str | None = None) -> dict | None:
-        return self.admin.get_object(_KIND_OF_PLURAL[plural], name, namespace)
+        return self.admin.get_object(plural, name, namespace)
 
     def compact(self) -> None:
         """etcd forgets its history up to now: a watch from before gets 410 Gone from the API server."""
@@ -218,12 +215,15 @@ class RealApiServer:
                 obj["metadata"]["finalizers"] = []
                 self.admin._json("update %s %s" % (kind, name), "PUT", object_path(kind, name, namespace), body=obj)
             try:
-                self.admin._json("delete %s %s" % (kind, name), "DELETE", object_path(kind, name, namespace),
-                                 body={"gracePeriodSeconds": 0})
+                self._delete(kind, name, namespace)
             except copilot_kube.NotFound:
                 pass
         self.created.clear()
         self.hooks.clear()
+
+    def _delete(self, kind: str, name: str, namespace: str | None) -> None:
+        self.admin._json("delete %s %s" % (kind, name), "DELETE", object_path(kind, name, namespace),
+                         body={"gracePeriodSeconds": 0})
 
     def _before(self, method: str, path: str) -> None:
         for hook in self.hooks:

@@ -9,7 +9,7 @@ would at a site). Slurm is the fakes' (FakeSlurm behind the fake slurmrestd),
 as in the property test on the double.
 
 What the real server cannot do on demand stays with the double's run (10,000
-interleavings in make property, 2,000 in make test): a 5xx, or a 409 to a
+interleavings in make property, 2,500 in make test): a 5xx, or a 409 to a
 write nobody raced. Here 409s come from the server itself, when an operation
 lands between the copilot's read and its write.
 
@@ -57,14 +57,19 @@ def real_api_server():
         yield RealApiServer(str(kubeconfig), plane.etcd_revision, plane.compact_etcd)
 
 
+def own_names() -> dict:
+    """World's fields that keep a world's objects apart from the other worlds' on the shared server."""
+    world_id = uuid.uuid4().hex[:8]
+    return {"cluster": "w-" + world_id, "prefix": "w%s-" % world_id}
+
+
 def test_random_interleavings_keep_the_invariants_on_a_real_api_server(real_api_server, report_line):
     runs, stats = [], {}
 
     @interleavings(EXAMPLES)
     def check(scenario):
-        world_id = uuid.uuid4().hex[:8]
         try:
-            world = run_scenario(scenario, api=real_api_server, cluster="w-" + world_id, prefix="w%s-" % world_id)
+            world = run_scenario(scenario, api=real_api_server, **own_names())
         finally:
             real_api_server.clean_up()
         runs.append(len(scenario["ops"]))
@@ -83,8 +88,7 @@ def test_random_interleavings_keep_the_invariants_on_a_real_api_server(real_api_
 # meet each on purpose.
 @pytest.fixture
 def world(real_api_server):
-    world_id = uuid.uuid4().hex[:8]
-    yield World([(4, 8000)], api=real_api_server, cluster="w-" + world_id, prefix="w%s-" % world_id)
+    yield World([(4, 8000)], api=real_api_server, **own_names())
     real_api_server.clean_up()
 
 

@@ -7,8 +7,8 @@ collection's root) over ``FakeSlurm``. The API server is the double in memory
 (``KubeDouble(listen=False)``) unless ``api`` gives another with the same
 in-process calls: tests/k8s_control_plane/real_world.py runs the world on a
 real kube-apiserver, where the faults it cannot produce on demand (5xx, a 409
-out of nowhere) are not injected and 409s come from the server itself. Everything else that happens in a cluster is an operation on
-the world: a scheduler asking for admissions, binding pods once granted and
+out of nowhere) are not injected and 409s come from the server itself.
+Everything else that happens in a cluster is an operation on the world: a scheduler asking for admissions, binding pods once granted and
 deleting them, Slurm jobs starting and ending against the count-only GRES,
 reconfigures reverting the GRES, copilot restarts (all in-memory state
 dropped), API faults (409s, 5xx, Slurm unavailable, lost watch events, expired
